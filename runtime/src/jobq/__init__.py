@@ -1,0 +1,1 @@
+"""jobq: background jobs kept in the app's own database."""

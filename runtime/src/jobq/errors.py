@@ -1,0 +1,58 @@
+"""jobq's exceptions: one root, and a subclass for each thing a user can do something about."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BadSchedule",
+    "ConfigError",
+    "JobqError",
+    "Permanent",
+    "StoreError",
+    "StoreLocked",
+    "StoreUnavailable",
+    "ValueDoesNotFit",
+]
+
+
+class JobqError(Exception):
+    """Something went wrong in jobq."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (type(self).__doc__ or "").strip())
+
+
+class ConfigError(JobqError, TypeError):
+    """The queue was set up wrongly; this is raised as the app starts, before any job runs."""
+
+
+class BadSchedule(ConfigError, ValueError):
+    """The schedule cannot run: fix the cron expression, the time zone or the period."""
+
+
+class ValueDoesNotFit(JobqError, ValueError):
+    """A job's value does not fit the type its kind's handler takes."""
+
+
+class Permanent(JobqError):
+    """The job failed, and running it again will not mend it: fail it for good now.
+
+    Raise it from a handler, alone or ``from`` the exception that caused it::
+
+        raise jobq.Permanent("the user has gone")
+    """
+
+
+class StoreError(JobqError):
+    """The Store could not do what it was asked; the job is as it was before."""
+
+
+class StoreLocked(StoreError):
+    """The database stayed locked by another transaction past the busy timeout.
+
+    A push made while the app's own transaction holds the write lock waits for
+    that transaction: push through a Store bound to it instead.
+    """
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached; the queue tries again after a poll."""

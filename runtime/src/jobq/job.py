@@ -1,0 +1,65 @@
+"""The job row and the outcome of a run: the lowest-level types, importing nothing of ours."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["Job", "Outcome", "Ran", "utc"]
+
+
+@dataclass(slots=True)
+class Job:
+    """One job as a Store keeps it.
+
+    A Store sets ``id`` as it pushes the job, and adds one to ``attempts`` as it
+    claims it. ``attempts`` also fences a claim: ``done``, ``retry`` and
+    ``fail`` change a job only while its ``attempts`` is still the claim's.
+    """
+
+    kind: str
+    payload: str  # the value, as JSON
+    run_at: datetime  # aware, UTC
+    id: str = ""
+    attempts: int = 0
+    error: str | None = None
+    failed_at: datetime | None = None
+    key: str = ""  # a unique kind's key: "" for none
+    one_at_a_time: bool = False  # held with `key` for as long as the job is kept
+    at_once: int = 0  # the kind's limit: 0 for none
+    carried: dict[str, str] | None = None
+
+
+class Outcome(enum.Enum):
+    """What the queue made of one run of a job. Its ``str`` is a metric label."""
+
+    DONE = "done"
+    RETRIED = "retried"  # back to run after its backoff; a job stopped with the queue too
+    FAILED = "failed"  # for good: its last attempt, a Permanent error, or a value that did not fit
+    HELD_BACK = "held back"  # a rate held it back before it started: not an attempt
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ran:
+    """How one run of a job went, told to ``observe`` once the Store kept it."""
+
+    kind: str
+    job: str  # the job's id
+    attempt: int  # 1 for the first
+    outcome: Outcome
+    error: BaseException | None  # what a retried or failed run failed with
+    took: timedelta  # how long the handler ran
+    waited: timedelta  # how long the job waited past its time before it was claimed
+
+
+def utc(at: datetime) -> datetime:
+    """``at`` as an aware UTC datetime; a naive one is refused rather than guessed at."""
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError(
+            f"{at!r} has no time zone: give an aware datetime, such as datetime.now(UTC)"
+        )
+    return at.astimezone(UTC)
