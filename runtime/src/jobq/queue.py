@@ -534,7 +534,7 @@ class Queue:
                 if job is None:
                     return ran
                 await self._run_one(job)
-                ran += 1
+                ran += job.kind in self._kinds
         finally:
             if own_threads and self._handler_threads is not None:
                 self._handler_threads.shutdown(wait=False)

@@ -49,7 +49,7 @@ class Codec(Generic[T]):
         self.type = type_
         try:
             self._adapter: pydantic.TypeAdapter[T] = pydantic.TypeAdapter(type_)
-        except pydantic.PydanticSchemaGenerationError as e:
+        except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError) as e:
             raise ConfigError(f"kind {kind!r}: {type_!r} cannot be kept as JSON ({e})") from e
 
     def encode(self, value: T) -> str:

@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+import pytest
+
+from jobq.testing import MemoryStore
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    return MemoryStore()

@@ -1,0 +1,389 @@
+"""The loop: wakes, polls, workers at a time, store outages, graceful stop and drain.
+
+Waits here are liveness bounds (a few seconds) far above what each step takes,
+never measurements: the assertions are about order and counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import jobq
+from jobq.testing import MemoryStore
+
+LIVENESS = 5.0  # seconds: far longer than any step here takes
+
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
+
+
+@asynccontextmanager
+async def running(q: jobq.Queue) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(q.run())
+    await asyncio.sleep(0)  # let it start
+    try:
+        yield task
+    finally:
+        q.stop()
+        await asyncio.wait_for(task, LIVENESS)
+
+
+class Shared:
+    """The same jobs as another Store object: a push through it is not the queue's own."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self.push = store.push
+        self.claim = store.claim
+        self.done = store.done
+        self.retry = store.retry
+        self.fail = store.fail
+
+
+class Outage:
+    """A MemoryStore whose claims fail while ``down`` is set, as a database that is down."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.down = True
+        self.failed_claims = 0
+
+    def push(self, job: jobq.Job) -> None:
+        self.store.push(job)
+
+    def claim(self, now: datetime, until: datetime) -> jobq.Job | None:
+        if self.down:
+            self.failed_claims += 1
+            raise jobq.StoreUnavailable("connection refused")
+        return self.store.claim(now, until)
+
+    def done(self, job: jobq.Job) -> None:
+        self.store.done(job)
+
+    def retry(self, job: jobq.Job) -> None:
+        self.store.retry(job)
+
+    def fail(self, job: jobq.Job) -> None:
+        self.store.fail(job)
+
+
+def _signal() -> tuple[asyncio.Event, Callable[..., Any]]:
+    loop = asyncio.get_running_loop()
+    event = asyncio.Event()
+    return event, lambda *_: loop.call_soon_threadsafe(event.set)
+
+
+async def test_a_push_wakes_the_queue_at_once(store: MemoryStore) -> None:
+    q = jobq.Queue(store, poll=600)
+    ran, signal = _signal()
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        signal()
+
+    async with running(q):
+        await asyncio.sleep(0.05)  # the queue is waiting, for up to a poll
+        k.push(1)
+        await asyncio.wait_for(ran.wait(), LIVENESS)
+
+
+async def test_a_job_pushed_for_later_runs_at_its_time_not_a_poll_later(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store, poll=600)
+    ran_at: list[datetime] = []
+    ran, signal = _signal()
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        ran_at.append(datetime.now(UTC))
+        signal()
+
+    async with running(q):
+        at = datetime.now(UTC) + timedelta(milliseconds=300)
+        k.push_at(at, 1)
+        await asyncio.wait_for(ran.wait(), LIVENESS)
+    assert ran_at[0] >= at
+
+
+async def test_a_push_through_another_store_waits_for_wake(store: MemoryStore) -> None:
+    q = jobq.Queue(store, poll=600)
+    ran, signal = _signal()
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        signal()
+
+    async with running(q):
+        await asyncio.sleep(0.05)
+        k.push(1, store=Shared(store))  # as through the app's transaction
+        await asyncio.sleep(0.3)
+        assert not ran.is_set()
+        q.wake()  # after the commit
+        await asyncio.wait_for(ran.wait(), LIVENESS)
+
+
+async def test_the_queue_finds_jobs_other_instances_pushed_at_each_poll(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store, poll=0.1)
+    ran, signal = _signal()
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        signal()
+
+    async with running(q):
+        await asyncio.sleep(0.05)
+        store.push(jobq.Job(kind="k", payload="1", run_at=datetime.now(UTC)))
+        await asyncio.wait_for(ran.wait(), LIVENESS)
+
+
+async def test_no_more_than_workers_jobs_run_at_once(store: MemoryStore) -> None:
+    q = jobq.Queue(store, workers=3)
+    now, most, finished = 0, 0, 0
+    all_done, signal = _signal()
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        nonlocal now, most, finished
+        now += 1
+        most = max(most, now)
+        await asyncio.sleep(0.02)
+        now -= 1
+        finished += 1
+        if finished == 12:
+            signal()
+
+    for n in range(12):
+        k.push(n)
+    async with running(q):
+        await asyncio.wait_for(all_done.wait(), LIVENESS)
+    assert most == 3
+
+
+async def test_a_plain_function_runs_in_a_thread_with_the_context_copied_in(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store)
+    seen: list[tuple[str, bool]] = []
+    ran, signal = _signal()
+    loop_thread = threading.get_ident()
+
+    @q.kind("k")
+    def k(job: int) -> None:
+        seen.append((request_id.get(), threading.get_ident() != loop_thread))
+        request_id.set("changed in the job")  # stays in the job's own copy
+        signal()
+
+    request_id.set("from the app")
+    async with running(q):
+        k.push(1)
+        await asyncio.wait_for(ran.wait(), LIVENESS)
+    assert seen == [("from the app", True)]
+    assert request_id.get() == "from the app"
+
+
+async def test_a_handler_that_raises_leaves_the_worker_running_the_next(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store, workers=1)
+    ran, signal = _signal()
+
+    @q.kind("bad", attempts=1)
+    async def bad(job: int) -> None:
+        raise RuntimeError("bad")
+
+    @q.kind("good")
+    async def good(job: int) -> None:
+        signal()
+
+    bad.push(1)
+    good.push(2)
+    async with running(q):
+        await asyncio.wait_for(ran.wait(), LIVENESS)
+    assert [j.kind for j in store.failed()] == ["bad"]
+
+
+async def test_a_store_that_fails_is_logged_and_the_queue_goes_on_after_a_poll(
+    store: MemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    outage = Outage(store)
+    q = jobq.Queue(outage, poll=0.05)
+    ran, signal = _signal()
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        signal()
+
+    k.push(1)
+    async with running(q):
+        while outage.failed_claims < 3:
+            await asyncio.sleep(0.01)
+        outage.down = False
+        await asyncio.wait_for(ran.wait(), LIVENESS)
+    assert "the store failed to claim a job" in caplog.text
+    assert "connection refused" in caplog.text
+
+
+async def test_a_claim_holds_its_job_for_the_longest_timeout_and_a_minute(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store)
+    started, signal = _signal()
+    release = asyncio.Event()
+
+    @q.kind("short", timeout=30)
+    async def short(job: int) -> None: ...
+
+    @q.kind("long", timeout=120)
+    async def long(job: int) -> None:
+        signal()
+        await release.wait()
+
+    long.push(1)
+    async with running(q):
+        await asyncio.wait_for(started.wait(), LIVENESS)
+        now = datetime.now(UTC)
+        hour = timedelta(hours=1)
+        assert store.claim(now + timedelta(seconds=170), now + hour) is None
+        stolen = store.claim(now + timedelta(seconds=181), now + hour)
+        assert stolen is not None  # as another instance would, once the hold ran out
+        release.set()
+
+
+async def test_a_stopped_queue_lets_running_jobs_finish_within_the_grace(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store, grace=5)
+    started, signal = _signal()
+    finished: list[int] = []
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        signal()
+        await asyncio.sleep(0.2)
+        finished.append(job)
+
+    k.push(1)
+    async with running(q):
+        await asyncio.wait_for(started.wait(), LIVENESS)
+    assert finished == [1]
+    assert len(store) == 0
+
+
+async def test_a_job_still_running_after_the_grace_is_cancelled_and_put_back_due_at_once(
+    store: MemoryStore,
+) -> None:
+    seen: list[jobq.Ran] = []
+    q = jobq.Queue(store, grace=0.1, observe=seen.append)
+    started, signal = _signal()
+    cancelled = False
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        nonlocal cancelled
+        signal()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+
+    id = k.push(1)
+    async with running(q):
+        await asyncio.wait_for(started.wait(), LIVENESS)
+    assert cancelled
+    now = datetime.now(UTC)
+    back = store.claim(now, now + timedelta(minutes=1))
+    assert back is not None
+    assert back.id == id
+    assert back.error == "stopped with the queue before it finished"
+    assert [(r.kind, str(r.outcome)) for r in seen] == [("k", "retried")]
+
+
+async def test_cancelling_run_stops_it_gracefully_and_cancels_the_caller(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store, grace=5)
+    started, signal = _signal()
+    finished: list[int] = []
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        signal()
+        await asyncio.sleep(0.1)
+        finished.append(job)
+
+    k.push(1)
+    task = asyncio.create_task(q.run())
+    await asyncio.wait_for(started.wait(), LIVENESS)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert finished == [1]
+
+
+async def test_stop_from_another_thread_stops_the_queue(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+    task = asyncio.create_task(q.run())
+    await asyncio.sleep(0.05)
+    threading.Thread(target=q.stop).start()
+    await asyncio.wait_for(task, LIVENESS)
+
+
+async def test_a_queue_runs_once_at_a_time(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+    async with running(q):
+        with pytest.raises(jobq.ConfigError, match="runs already"):
+            await q.run()
+
+
+def test_drain_runs_the_due_jobs_in_the_caller_and_leaves_later_ones(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+    threads: set[int] = set()
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        threads.add(threading.get_ident())
+
+    k.push(1)
+    k.push(2)
+    k.push_at(datetime.now(UTC) + timedelta(hours=1), 3)
+    assert q.drain() == 2
+    assert threads == {threading.get_ident()}
+    assert len(store) == 1
+
+
+async def test_drain_is_awaited_from_async_code(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+
+    @q.kind("k")
+    async def k(job: int) -> None: ...
+
+    k.push(1)
+    with pytest.raises(RuntimeError, match="await q.adrain"):
+        q.drain()
+    assert await q.adrain() == 1
+
+
+async def test_apush_pushes_from_async_code_and_wakes_the_queue(store: MemoryStore) -> None:
+    q = jobq.Queue(store, poll=600)
+    ran, signal = _signal()
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        signal()
+
+    async with running(q):
+        await asyncio.sleep(0.05)
+        id = await k.apush(1)
+        assert id
+        await asyncio.wait_for(ran.wait(), LIVENESS)
