@@ -76,6 +76,8 @@ class Queue:
         self._stop_asked = False
         self._due_times: list[datetime] = []  # future jobs pushed from here: wake at their time
         self._due_lock = threading.Lock()
+        self._free = 0  # workers with no job, while running
+        self._freed = asyncio.Event()
 
     # Registration
 
@@ -193,7 +195,8 @@ class Queue:
         self._handler_threads = ThreadPoolExecutor(self.workers, thread_name_prefix="jobq-job")
         store_threads = ThreadPoolExecutor(self.workers + 2, thread_name_prefix="jobq-store")
         self._calls = StoreCalls(self.store, store_threads)
-        slots = asyncio.Semaphore(self.workers)
+        self._free = self.workers
+        self._freed = asyncio.Event()
         running: set[asyncio.Task[None]] = set()
         side = [
             asyncio.create_task(self._push_schedules(kind), name=f"jobq schedule {kind.name}")
@@ -203,13 +206,15 @@ class Queue:
         log.info("the queue runs %s", fields(workers=self.workers, kinds=len(self._kinds)))
         try:
             while True:
-                await slots.acquire()
-                job = await self._claim_or_wait(slots)
-                if job is None:
+                if self._free == 0:
+                    self._freed.clear()
+                    await self._freed.wait()
                     continue
-                task = asyncio.create_task(self._work(job, slots), name=f"jobq job {job.id}")
-                running.add(task)
-                task.add_done_callback(running.discard)
+                for job in await self._claim_or_wait():
+                    self._free -= 1
+                    task = asyncio.create_task(self._work(job), name=f"jobq job {job.id}")
+                    running.add(task)
+                    task.add_done_callback(running.discard)
         except asyncio.CancelledError:
             me = asyncio.current_task()
             if self._stop_asked and me is not None:
@@ -238,15 +243,14 @@ class Queue:
         else:
             loop.call_soon_threadsafe(task.cancel)
 
-    async def _claim_or_wait(self, slots: asyncio.Semaphore) -> Job | None:
-        """Claim a job for the slot taken; with none due, give it back and wait."""
+    async def _claim_or_wait(self) -> list[Job]:
+        """Claim a job for each free worker, in one go; with none due, wait for one."""
         assert self._wakeup is not None
         self._wakeup.clear()  # a push from now on wakes the wait below
         now = datetime.now(UTC)
         try:
-            job = await self._calls.claim(now, now + self._hold())
+            jobs = await self._calls.claim(now, now + self._hold(), self._free)
         except Exception as e:
-            slots.release()
             log.error(
                 "the store failed to claim a job; trying again after a poll %s",
                 fields(err=e),
@@ -254,11 +258,10 @@ class Queue:
                 extra={"err": str(e)},
             )
             await self._wait(self.poll)
-            return None
-        if job is None:
-            slots.release()
+            return []
+        if not jobs:
             await self._wait(self._until_next_due(now))
-        return job
+        return jobs
 
     async def _wait(self, seconds: float) -> None:
         assert self._wakeup is not None
@@ -281,11 +284,12 @@ class Queue:
         longest = max((k.options.timeout for k in self._kinds.values()), default=0.0)
         return timedelta(seconds=longest) + _HOLD_MARGIN
 
-    async def _work(self, job: Job, slots: asyncio.Semaphore) -> None:
+    async def _work(self, job: Job) -> None:
         try:
             await self._run_one(job)
         finally:
-            slots.release()
+            self._free += 1
+            self._freed.set()
 
     async def _stop(self, running: set[asyncio.Task[None]]) -> None:
         if not running:
@@ -370,16 +374,16 @@ class Queue:
         now = datetime.now(UTC)
         try:
             if error is None:
-                await self._calls.done(job)
+                await self._calls.settle("done", job)
                 outcome = Outcome.DONE
             elif permanent or job.attempts >= kind.options.attempts:
                 job.error, job.failed_at = _describe(error), now
-                await self._calls.fail(job)
+                await self._calls.settle("fail", job)
                 outcome = Outcome.FAILED
             else:
                 wait = seconds(kind.options.backoff(job.attempts))
                 job.error, job.run_at = _describe(error), now + timedelta(seconds=wait)
-                await self._calls.retry(job)
+                await self._calls.settle("retry", job)
                 self.pushed(job.run_at)
                 outcome = Outcome.RETRIED
         except Exception as e:
@@ -412,7 +416,7 @@ class Queue:
         """A job cancelled as the queue stops goes back, due at once, for the next start."""
         job.run_at, job.error = datetime.now(UTC), "stopped with the queue before it finished"
         try:
-            await asyncio.shield(self._calls.retry(job))
+            await asyncio.shield(self._calls.settle("retry", job))
         except Exception as e:
             log.error("the store failed to put a stopped job back %s", fields(job=job.id, err=e))
             return
@@ -439,7 +443,7 @@ class Queue:
         job.run_at = now + timedelta(seconds=self.poll)
         job.error = f"no handler for kind {job.kind!r} on this instance"
         try:
-            await self._calls.retry(job)
+            await self._calls.settle("retry", job)
         except Exception as e:
             log.error("the store failed to put a job back %s", fields(job=job.id, err=e))
             return
@@ -530,9 +534,10 @@ class Queue:
         try:
             while True:
                 now = datetime.now(UTC)
-                job = await self._calls.claim(now, now + self._hold())
-                if job is None:
+                jobs = await self._calls.claim(now, now + self._hold())
+                if not jobs:
                     return ran
+                job = jobs[0]
                 await self._run_one(job)
                 ran += job.kind in self._kinds
         finally:
