@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from dataclasses import dataclass
@@ -42,11 +43,17 @@ def test_a_kind_registered_twice_is_refused(store: MemoryStore) -> None:
         async def second(job: WelcomeMail) -> None: ...
 
 
-def test_a_kind_registered_once_the_queue_ran_is_refused(store: MemoryStore) -> None:
+async def test_a_kind_registered_once_the_queue_runs_is_refused(store: MemoryStore) -> None:
     q = jobq.Queue(store)
-    q.drain()
+    task = asyncio.create_task(q.run())
+    await asyncio.sleep(0.01)
+
+    def late(job: int) -> None: ...
+
     with pytest.raises(jobq.ConfigError, match="before the queue runs"):
-        q.handle("late", lambda n: None)
+        q.handle("late", late)
+    q.stop()
+    await task
 
 
 def test_a_handler_without_an_annotated_value_is_refused(store: MemoryStore) -> None:

@@ -524,9 +524,9 @@ class Queue:
     async def adrain(self) -> int:
         """Run the jobs that are due, one at a time, until none is; return how many ran.
 
-        For tests, and for programs that run what's due and exit.
+        For tests, and for programs that run what's due and exit. Unlike
+        ``run()``, it leaves the queue open to more kinds.
         """
-        self._started = True
         own_threads = self._handler_threads is None
         if own_threads:
             self._handler_threads = ThreadPoolExecutor(1, thread_name_prefix="jobq-drain")

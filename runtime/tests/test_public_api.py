@@ -1,0 +1,27 @@
+"""The public API is what jobq and jobq.testing list in __all__, sorted."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("module", ["jobq", "jobq.testing"])
+def test_all_lists_the_public_names_sorted_and_each_exists(module: str) -> None:
+    m = importlib.import_module(module)
+    assert m.__all__ == sorted(m.__all__)
+    for name in m.__all__:
+        assert getattr(m, name) is not None
+
+
+def test_jobq_imports_no_sql() -> None:
+    # In a fresh interpreter, as other tests may have imported anything.
+    code = (
+        "import sys, jobq, jobq.testing; "
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'sqlalchemy', 'sqlite3'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
