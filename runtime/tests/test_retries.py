@@ -115,11 +115,13 @@ def test_failures_are_logged_a_warning_with_attempts_left_and_an_error_at_the_la
         f"a job failed, and will run again kind=verify-mail job={id} attempt=1 at="
     )
     assert first.getMessage().endswith('err="dial tcp: connection refused"')
-    assert (first.kind, first.job, first.attempt) == ("verify-mail", id, 1)  # type: ignore[attr-defined]
+    fields = (first.kind, first.job, first.attempt)  # type: ignore[attr-defined]
+    assert fields == ("verify-mail", id, 1)
     assert first.exc_info is not None  # the traceback goes with it
     assert last.levelno == logging.ERROR
     assert last.getMessage() == (
-        f'a job failed for good kind=verify-mail job={id} attempt=2 err="dial tcp: connection refused"'
+        f"a job failed for good kind=verify-mail job={id} attempt=2 "
+        'err="dial tcp: connection refused"'
     )
 
 

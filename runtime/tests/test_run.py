@@ -54,6 +54,8 @@ class Outage:
         self.store = store
         self.down = True
         self.failed_claims = 0
+        self.failing = asyncio.Event()  # set at the third failed claim
+        self._loop = asyncio.get_running_loop()
 
     def push(self, job: jobq.Job) -> None:
         self.store.push(job)
@@ -61,6 +63,8 @@ class Outage:
     def claim(self, now: datetime, until: datetime) -> jobq.Job | None:
         if self.down:
             self.failed_claims += 1
+            if self.failed_claims == 3:
+                self._loop.call_soon_threadsafe(self.failing.set)
             raise jobq.StoreUnavailable("connection refused")
         return self.store.claim(now, until)
 
@@ -225,8 +229,7 @@ async def test_a_store_that_fails_is_logged_and_the_queue_goes_on_after_a_poll(
 
     k.push(1)
     async with running(q):
-        while outage.failed_claims < 3:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(outage.failing.wait(), LIVENESS)
         outage.down = False
         await asyncio.wait_for(ran.wait(), LIVENESS)
     assert "the store failed to claim a job" in caplog.text
@@ -369,7 +372,7 @@ async def test_drain_is_awaited_from_async_code(store: MemoryStore) -> None:
     async def k(job: int) -> None: ...
 
     k.push(1)
-    with pytest.raises(RuntimeError, match="await q.adrain"):
+    with pytest.raises(RuntimeError, match=r"await q\.adrain"):
         q.drain()
     assert await q.adrain() == 1
 

@@ -61,9 +61,11 @@ class MemoryStore:
                 break
             # A held job whose hold ran out is due again (its worker was lost).
             for row in self._held.values():
-                if row.held_until is not None and row.held_until <= now:
-                    if best is None or (row.job.run_at, row.seq) < (best.job.run_at, best.seq):
-                        best = row
+                lost = row.held_until is not None and row.held_until <= now
+                if lost and (
+                    best is None or (row.job.run_at, row.seq) < (best.job.run_at, best.seq)
+                ):
+                    best = row
             if best is None:
                 return None
             if best.held_until is None:
