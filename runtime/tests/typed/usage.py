@@ -1,0 +1,59 @@
+"""Example user code, checked by mypy --strict in test_typing.py: the types users get.
+
+Each ``# type: ignore[...]`` marks a mistake mypy must catch; with
+--warn-unused-ignores, one it stops catching fails the check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import assert_type
+
+import jobq
+from jobq.testing import MemoryStore
+
+
+@dataclass
+class WelcomeMail:
+    user: int
+
+
+q = jobq.Queue(MemoryStore(), workers=8, poll=1.0, observe=lambda ran: print(ran.outcome))
+
+
+@q.kind("welcome-mail", attempts=3, timeout=timedelta(seconds=30))
+async def welcome_mail(job: WelcomeMail) -> None: ...
+
+
+@q.kind("report")
+def report(job: int) -> None: ...
+
+
+def tag(job: str) -> None: ...
+
+
+def tag_failed(job: str, error: BaseException) -> None: ...
+
+
+tagged = q.handle("tag", tag, on_fail=tag_failed)
+assert_type(tagged, jobq.Kind[str])
+
+assert_type(welcome_mail, jobq.Kind[WelcomeMail])
+assert_type(report, jobq.Kind[int])
+assert_type(welcome_mail.push(WelcomeMail(user=1)), str)
+
+welcome_mail.push_at(datetime.now(UTC), WelcomeMail(user=1))
+welcome_mail.push(7)  # type: ignore[arg-type]
+report.push(WelcomeMail(user=1))  # type: ignore[arg-type]
+
+
+async def pushes() -> None:
+    assert_type(await welcome_mail.apush(WelcomeMail(user=2)), str)
+    await report.apush_at(datetime.now(UTC), 3)
+    assert_type(await q.adrain(), int)
+
+
+def observe(ran: jobq.Ran) -> None:
+    assert_type(ran.outcome, jobq.Outcome)
+    assert_type(ran.took, timedelta)
