@@ -175,8 +175,7 @@ async def test_three_instances_push_and_run_each_run_once(store: Recording) -> N
     won = sorted(when for when, pushed in store.pushes if pushed)
     assert len(won) == len(set(won)), "a run was pushed twice"
     assert won[0] > started, "a new schedule's first run is its next time"
-    # Runs only move forward, each a tick; a loop that lagged a whole tick skips to the next.
-    assert won == sorted(won)
+    # Each a tick (a loop that lagged a whole tick would skip to the next).
     assert all(Ticks(ms=300).next_after(w - timedelta(microseconds=1)) == w for w in won)
     assert len(won) >= 3
     # Every run that came due ran once, on one of the three; drain what came due as they stopped.

@@ -329,7 +329,9 @@ class Queue:
         except Exception as e:
             took = timedelta(seconds=time.monotonic() - started)
             permanent = isinstance(e, Permanent)
-            await asyncio.shield(self._settle(kind, job, value, e, took, waited, permanent=permanent))
+            await asyncio.shield(
+                self._settle(kind, job, value, e, took, waited, permanent=permanent)
+            )
             if isinstance(e, _ThreadTimeout):
                 await _outlive(e.thread, job)  # the worker is busy until its thread returns
             return
@@ -396,7 +398,9 @@ class Queue:
             )
             return
         if outcome is Outcome.RETRIED:
-            _log_failure(logging.WARNING, "a job failed, and will run again", job, error, job.run_at)
+            _log_failure(
+                logging.WARNING, "a job failed, and will run again", job, error, job.run_at
+            )
         elif outcome is Outcome.FAILED:
             _log_failure(logging.ERROR, "a job failed for good", job, error, None)
             await self._on_fail(kind, job, value, error)

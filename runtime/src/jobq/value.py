@@ -23,7 +23,10 @@ def value_type(kind: str, handler: Callable[..., object]) -> Any:
         params = list(inspect.signature(handler).parameters.values())
     except (TypeError, ValueError) as e:
         raise ConfigError(f"kind {kind!r}: cannot read the handler's parameters ({e})") from e
-    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+    if not params or params[0].kind not in (
+        params[0].POSITIONAL_ONLY,
+        params[0].POSITIONAL_OR_KEYWORD,
+    ):
         raise ConfigError(
             f"kind {kind!r}: the handler takes the job's value as its first parameter, "
             "as in `async def handler(job: WelcomeMail) -> None`"
