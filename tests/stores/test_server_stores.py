@@ -1,0 +1,562 @@
+"""The Postgres and MySQL stores, straight from template/_stores/, on real servers.
+
+Each test gets a database of its own (tests/dbfixtures.py). The rendered apps
+run the same conformance suite on their own jobs_db.py; this runs it on the
+template's source, with the checks a rendered app doesn't need: that the
+migrations make what the stores expect, how errors come out, and what the
+claim's index does with a big table.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jobq
+import pytest
+import sqlalchemy as sa
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from jobq import Job, StoreError, StoreLocked, StoreUnavailable
+from jobq.testing import StoreSuite
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+postgres = _load(ROOT / "template/_stores/postgres.py", "jobs_db_postgres")
+mysql = _load(ROOT / "template/_stores/mysql.py", "jobs_db_mysql")
+MODULES = {"postgres": postgres, "mysql": mysql}
+
+
+def _migration(db: str) -> ModuleType:
+    [path] = sorted((ROOT / "template/_migrations" / db).glob("0001_*.py"))
+    return _load(path, f"migration_{db}")
+
+
+def _create(engine: sa.Engine, module: ModuleType) -> None:
+    with engine.begin() as conn:
+        for statement in module.SCHEMA:
+            conn.exec_driver_sql(statement)
+
+
+@pytest.fixture
+def pg_engine(postgres_db: str) -> Iterator[sa.Engine]:
+    engine = postgres.make_engine(postgres_db)
+    _create(engine, postgres)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def my_engine(mysql_db: str) -> Iterator[sa.Engine]:
+    engine = mysql.make_engine(mysql_db)
+    _create(engine, mysql)
+    yield engine
+    engine.dispose()
+
+
+class TestPostgresJobs(StoreSuite):
+    @pytest.fixture
+    def store(self, pg_engine: sa.Engine) -> Any:
+        return postgres.Jobs(pg_engine)
+
+
+class TestMySQLJobs(StoreSuite):
+    @pytest.fixture
+    def store(self, my_engine: sa.Engine) -> Any:
+        return mysql.Jobs(my_engine)
+
+
+# The same promises through a connection the test holds, committing after each
+# operation as an app's request would: the SQL is the same, the transaction the app's.
+class _Committing:
+    def __init__(self, jobs: Any, engine: sa.Engine) -> None:
+        self._jobs, self._engine = jobs, engine
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any) -> Any:
+            with self._engine.begin() as conn:
+                return getattr(self._jobs.bind(conn), name)(*args)
+
+        return call
+
+
+def _job(**kw: Any) -> Job:
+    return Job(kind=kw.pop("kind", "mail"), payload=kw.pop("payload", "{}"), run_at=T0, **kw)
+
+
+@pytest.fixture(params=["postgres", "mysql"])
+def db(request: pytest.FixtureRequest) -> tuple[ModuleType, sa.Engine]:
+    module = MODULES[request.param]
+    engine = request.getfixturevalue("pg_engine" if request.param == "postgres" else "my_engine")
+    return module, engine
+
+
+def test_the_migration_makes_what_the_store_expects(
+    db: tuple[ModuleType, sa.Engine], request: pytest.FixtureRequest
+) -> None:
+    module, from_schema = db
+    name = "postgres" if module is postgres else "mysql"
+    server = request.getfixturevalue("postgres_url" if name == "postgres" else "mysql_url")
+    from dbfixtures import fresh_database
+
+    migration = _migration(name)
+    with fresh_database(server, "migrated") as url:
+        migrated = module.make_engine(url)
+        try:
+            with migrated.begin() as conn:
+                ctx = MigrationContext.configure(conn)
+                with Operations.context(ctx):
+                    migration.upgrade()
+            assert _shape(migrated) == _shape(from_schema)
+            with migrated.begin() as conn, Operations.context(MigrationContext.configure(conn)):
+                migration.downgrade()
+            assert sa.inspect(migrated).get_table_names() == []
+        finally:
+            migrated.dispose()
+
+
+def _shape(engine: sa.Engine) -> dict[str, Any]:
+    inspector = sa.inspect(engine)
+    shape: dict[str, Any] = {}
+    for table in sorted(inspector.get_table_names()):
+        shape[table] = {
+            "columns": [
+                (c["name"], str(c["type"]), c["nullable"], str(c.get("default")))
+                for c in inspector.get_columns(table)
+            ],
+            "pk": inspector.get_pk_constraint(table)["constrained_columns"],
+            "indexes": sorted(
+                (i["name"], tuple(i["column_names"]), str(i.get("dialect_options")))
+                for i in inspector.get_indexes(table)
+            ),
+        }
+    return shape
+
+
+def test_a_push_in_the_apps_transaction_is_kept_with_it_or_not_at_all(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    module, engine = db
+    jobs = module.Jobs(engine)
+    with engine.connect() as conn:
+        with conn.begin() as tx:
+            jobs.bind(conn).push(_job(payload='{"n":1}'))
+            tx.rollback()
+        with conn.begin():
+            kept = _job(payload='{"n":2}')
+            jobs.bind(conn).push(kept)
+            # Not seen by the queue's own connections before the commit.
+            assert jobs.claim(T0, T0 + timedelta(minutes=5)) is None
+    claimed = jobs.claim(T0, T0 + timedelta(minutes=5))
+    assert claimed is not None
+    assert (claimed.id, claimed.payload) == (kept.id, '{"n":2}')
+    assert jobs.claim(T0, T0 + timedelta(minutes=5)) is None
+
+
+class TestPostgresJobsInTheAppsTransaction(StoreSuite):
+    @pytest.fixture
+    def store(self, pg_engine: sa.Engine) -> Any:
+        return _Committing(postgres.Jobs(pg_engine), pg_engine)
+
+
+def test_a_claim_passes_over_a_job_the_apps_transaction_has_locked(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    module, engine = db
+    jobs = module.Jobs(engine)
+    first, second = _job(payload='{"n":1}'), _job(payload='{"n":2}')
+    jobs.push(first)
+    jobs.push(second)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("SELECT id FROM jobs WHERE id = :id FOR UPDATE"), {"id": int(first.id)}
+        )
+        claimed = jobs.claim(T0, T0 + timedelta(minutes=5))
+    assert claimed is not None
+    assert claimed.id == second.id
+
+
+def test_a_missing_table_says_to_run_the_migrations(db: tuple[ModuleType, sa.Engine]) -> None:
+    module, engine = db
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE jobs")
+    with pytest.raises(StoreError, match="migrate") as raised:
+        module.Jobs(engine).push(_job())
+    assert raised.value.__cause__ is not None
+
+
+def test_a_server_that_cannot_be_reached_is_store_unavailable(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    module, engine = db
+    # A port nothing listens on: bind one, then close it.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = module.make_engine(engine.url.set(port=port), pool_pre_ping=False)
+    try:
+        with pytest.raises(StoreUnavailable) as raised:
+            module.Jobs(dead).claim(T0, T0 + timedelta(minutes=5))
+        assert raised.value.__cause__ is not None
+    finally:
+        dead.dispose()
+
+
+def test_a_settle_that_waits_past_the_lock_timeout_is_store_locked(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    module, engine = db
+    jobs = module.Jobs(engine)
+    pushed = _job()
+    jobs.push(pushed)
+    claimed = jobs.claim(T0, T0 + timedelta(minutes=5))
+    assert claimed is not None
+    # The shortest wait each allows: Postgres's is in milliseconds, MySQL's whole seconds.
+    waiter = module.make_engine(
+        engine.url.render_as_string(hide_password=False),
+        busy_timeout=0.2,
+        pool_size=1,
+        max_overflow=0,
+    )
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text("UPDATE jobs SET error = 'mine' WHERE id = :id"), {"id": int(pushed.id)}
+            )
+            with pytest.raises(StoreLocked) as raised:
+                module.Jobs(waiter).done(claimed)
+        assert raised.value.__cause__ is not None
+    finally:
+        waiter.dispose()
+
+
+def test_claims_from_many_engines_at_once_never_share_a_job(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    module, engine = db
+    jobs = module.Jobs(engine)
+    n, instances = 300, 4
+    for i in range(n):
+        jobs.push(_job(payload=f'{{"n":{i}}}'))
+    url = engine.url.render_as_string(hide_password=False)
+    engines = [module.make_engine(url, pool_size=3) for _ in range(instances)]
+    got: list[str] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(instances * 3)
+
+    def claimer(store: Any) -> None:
+        try:
+            start.wait()
+            while (j := store.claim(T0, T0 + timedelta(minutes=5))) is not None:
+                with lock:
+                    got.append(j.id)
+                store.done(j)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [
+        threading.Thread(target=claimer, args=(module.Jobs(e),)) for e in engines for _ in range(3)
+    ]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for e in engines:
+            e.dispose()
+    assert errors == []
+    assert sorted(got) == sorted(set(got))
+    assert len(got) == n
+
+
+class TestMySQLJobsInTheAppsTransaction(StoreSuite):
+    @pytest.fixture
+    def store(self, my_engine: sa.Engine) -> Any:
+        return _Committing(mysql.Jobs(my_engine), my_engine)
+
+
+# Round trips per operation: what each costs in waits for the server. Postgres
+# runs each as one statement in autocommit; MySQL's need a COMMIT, and its claim
+# locks and then holds, with no ROLLBACK as the connection goes back to the pool.
+TRIPS = {
+    "postgres": {
+        "push": 1, "claim": 1, "claim empty": 1, "done": 1, "retry": 1, "fail": 1,
+        "failed": 1, "run_again": 1, "first run": 1, "next run": 1, "same run": 1,
+    },
+    "mysql": {
+        "push": 2, "claim": 3, "claim empty": 2, "done": 2, "retry": 2, "fail": 2,
+        "failed": 2, "run_again": 2, "first run": 4, "next run": 3, "same run": 3,
+    },
+}  # fmt: skip
+
+
+def test_each_operation_takes_the_round_trips_it_should(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    from trips import counting
+
+    module, engine = db
+    name = "postgres" if module is postgres else "mysql"
+    one = module.make_engine(
+        engine.url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
+    )
+    jobs = module.Jobs(one)
+    # Connects, and checks the connection once. psycopg prepares a statement the
+    # fifth time it runs, with a trip of its own: here the claim before "fail".
+    jobs.claim(T0, T0)
+    hold = T0 + timedelta(minutes=5)
+    counted: dict[str, int] = {}
+    try:
+        with counting(one) as trips:
+
+            def measure(what: str, operation: Callable[[], Any]) -> Any:
+                before = trips()
+                result = operation()
+                counted[what] = trips() - before
+                return result
+
+            pushed = _job()
+            measure("push", lambda: jobs.push(pushed))
+            claimed = measure("claim", lambda: jobs.claim(T0, hold))
+            measure("claim empty", lambda: jobs.claim(T0, hold))
+            claimed.run_at = T0
+            measure("retry", lambda: jobs.retry(claimed))
+            claimed = jobs.claim(T0, hold)
+            measure("done", lambda: jobs.done(claimed))
+            jobs.push(_job())
+            claimed = jobs.claim(T0, hold)
+            measure("fail", lambda: jobs.fail(claimed))
+            measure("failed", jobs.failed)
+            measure("run_again", lambda: jobs.run_again(claimed.id, T0))
+            measure("first run", lambda: jobs.push_scheduled("s", _job(kind="s")))
+            later = _job(kind="s")
+            later.run_at = T0 + timedelta(hours=1)
+            measure("next run", lambda: jobs.push_scheduled("s", later))
+            measure("same run", lambda: jobs.push_scheduled("s", later))
+    finally:
+        one.dispose()
+    assert counted == TRIPS[name]
+
+
+def test_make_engine_refuses_another_databases_url() -> None:
+    with pytest.raises(jobq.ConfigError, match="postgresql"):
+        postgres.make_engine("mysql+pymysql://u@127.0.0.1/app")
+    with pytest.raises(jobq.ConfigError, match="mysql"):
+        mysql.make_engine("postgresql+psycopg://u@127.0.0.1/app")
+
+
+def test_a_mysql_engine_at_repeatable_read_is_refused(my_engine: sa.Engine) -> None:
+    plain = sa.create_engine(my_engine.url)  # the server's default: REPEATABLE READ
+    try:
+        with pytest.raises(jobq.ConfigError, match="READ COMMITTED"):
+            mysql.Jobs(plain).claim(T0, T0)
+    finally:
+        plain.dispose()
+
+
+def test_a_job_keeps_when_it_was_made_and_names_compare_as_written(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    module, engine = db
+    jobs = module.Jobs(engine)
+    jobs.push(_job())
+    with engine.connect() as conn:
+        made = conn.execute(sa.text("SELECT created_at FROM jobs")).scalar_one()
+    assert abs(made / 1000 - datetime.now(UTC).timestamp()) < 60
+    # Case- and accent-blind collations would make these one schedule.
+    for name in ("nightly", "Nightly", "nìghtly"):
+        assert jobs.push_scheduled(name, _job(kind=name)) is True
+
+
+def test_the_store_leaves_the_apps_connections_as_it_found_them(pg_engine: sa.Engine) -> None:
+    url = pg_engine.url.render_as_string(hide_password=False)
+    for level, autocommit in (("READ COMMITTED", False), ("AUTOCOMMIT", True)):
+        engine = postgres.make_engine(url, isolation_level=level, pool_size=1, max_overflow=0)
+        try:
+            postgres.Jobs(engine).push(_job())
+            with engine.connect() as conn:
+                assert conn.connection.dbapi_connection.autocommit is autocommit
+        finally:
+            engine.dispose()
+
+
+def test_many_schedules_pushed_from_many_threads_push_each_run_once(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    module, engine = db
+    jobs = module.Jobs(engine)
+    names, runs, threads = [f"s{i}" for i in range(20)], 4, 8
+    won: list[tuple[str, int]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def pusher(seed: int) -> None:
+        # Each thread pushes every run of every schedule, in its own order and
+        # sometimes behind: first runs race, and later ones race with earlier ones.
+        order = [(name, run) for run in range(runs) for name in names]
+        order = order[seed * 7 % len(order) :] + order[: seed * 7 % len(order)]
+        try:
+            start.wait()
+            for name, run in order:
+                pushed = _job(kind=name, payload=str(run))
+                pushed.run_at = T0 + timedelta(hours=run)
+                if jobs.push_scheduled(name, pushed):
+                    with lock:
+                        won.append((name, run))
+        except BaseException as e:
+            errors.append(e)
+
+    workers = [threading.Thread(target=pusher, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    assert len(won) == len(set(won))  # no run pushed twice
+    # The last run of each schedule is pushed, whoever got there first.
+    assert {(name, runs - 1) for name in names} <= set(won)
+    with engine.connect() as conn:
+        kept = conn.execute(sa.text("SELECT name, run_at FROM schedules")).all()
+        jobs_kept = conn.execute(sa.text("SELECT count(*) FROM jobs")).scalar_one()
+    assert len(kept) == len(names)
+    assert jobs_kept == len(won)
+
+
+def test_a_connection_the_server_dropped_is_unavailable_once_then_replaced(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    module, engine = db
+    one = module.make_engine(
+        engine.url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
+    )
+    jobs = module.Jobs(one)
+    try:
+        jobs.push(_job())  # the pool now holds one connection
+        with engine.connect() as conn:
+            if module is postgres:
+                conn.exec_driver_sql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            else:
+                ids = conn.exec_driver_sql(
+                    "SELECT id FROM information_schema.processlist"
+                    " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+                ).scalars()
+                for id in ids.all():
+                    conn.exec_driver_sql(f"KILL {int(id)}")
+        with pytest.raises(StoreUnavailable) as raised:
+            jobs.push(_job())
+        assert raised.value.__cause__ is not None
+        jobs.push(_job())  # on a new connection
+        assert jobs.claim(T0, T0 + timedelta(minutes=5)) is not None
+    finally:
+        one.dispose()
+
+
+def test_an_error_is_told_in_one_line(db: tuple[ModuleType, sa.Engine]) -> None:
+    module, engine = db
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE jobs")
+    for jobs in (module.Jobs(engine), _Committing(module.Jobs(engine), engine)):
+        with pytest.raises(StoreError) as raised:
+            jobs.failed()
+        assert len(str(raised.value).splitlines()) == 1
+        assert "jobs" in str(raised.value)
+
+
+def test_two_pushes_that_meet_a_first_run_being_made_push_their_later_run_once(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    # The app's transaction makes the schedule's first run and holds it open while
+    # two pushes of a later run wait on it. On MySQL both then find the row made
+    # (1062), both holding a read lock on it, and both go to move it: a deadlock
+    # the server ends by undoing one of them, which the store runs again.
+    module, engine = db
+    jobs = module.Jobs(engine)
+    first, later = _job(kind="nightly"), _job(kind="nightly")
+    later.run_at = T0 + timedelta(days=1)
+    results: list[bool] = []
+    errors: list[BaseException] = []
+
+    def push_later() -> None:
+        try:
+            pushed = _job(kind="nightly")
+            pushed.run_at = later.run_at
+            results.append(jobs.push_scheduled("nightly", pushed))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=push_later) for _ in range(2)]
+    with engine.begin() as conn:
+        assert jobs.bind(conn).push_scheduled("nightly", first) is True
+        for t in threads:
+            t.start()
+        time.sleep(0.5)  # both wait on the first run's row
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(results) == [False, True]
+    ran = []
+    while (claimed := jobs.claim(later.run_at, later.run_at + timedelta(minutes=5))) is not None:
+        ran.append(claimed.run_at)
+        jobs.done(claimed)
+    assert ran == [T0, later.run_at]
+
+
+@pytest.mark.parametrize("through", ["engine", "app transaction"])
+def test_first_runs_pushed_from_many_threads_at_once_need_no_retry(
+    db: tuple[ModuleType, sa.Engine], through: str
+) -> None:
+    # Each round, every thread pushes the first run of a new schedule at the same
+    # moment. In the app's transaction a deadlock would reach the caller as
+    # StoreLocked, since the store can't run that transaction again.
+    module, engine = db
+    jobs = module.Jobs(engine) if through == "engine" else _Committing(module.Jobs(engine), engine)
+    rounds, threads = 40, 6
+    wins = [0] * rounds
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def pusher() -> None:
+        for r in range(rounds):
+            start.wait()
+            try:
+                if jobs.push_scheduled(f"s{r}", _job(kind="s")):
+                    with lock:
+                        wins[r] += 1
+            except BaseException as e:
+                errors.append(e)
+
+    workers = [threading.Thread(target=pusher) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    assert wins == [1] * rounds
