@@ -1,0 +1,5 @@
+"""`python -m` runs the app's commands."""
+
+from .cli import main
+
+main()

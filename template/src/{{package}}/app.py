@@ -1,0 +1,71 @@
+"""The app's parts put together: its engine, its jobs table, its queue and its kinds.
+
+Each command, the server and each test make one with ``make_app``, for the
+database they are given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import jobq
+
+from . import settings, users
+from .jobs_db import Jobs, make_engine
+from .kinds import Kinds, WelcomeMail, add_kinds
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sqlalchemy.engine import Engine
+
+
+@dataclass(frozen=True)
+class App:
+    engine: Engine
+    jobs: Jobs  # the queue's own store
+    queue: jobq.Queue
+    kinds: Kinds
+    workers: int  # 0: this instance pushes, and others run the jobs
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the database connections the app holds (the server's and the commands' end)."""
+        self.engine.dispose()
+
+    def sign_up(self, email: str) -> tuple[int, str]:
+        """Add a user and push its welcome mail in one transaction; return both IDs.
+
+        The job is kept with the user as the transaction commits, or not at
+        all, so there's never a mail for a user who wasn't added, nor a user
+        who is never welcomed.
+        """
+        with self.engine.begin() as conn:
+            user = users.add(conn, email)
+            job = self.kinds.welcome_mail.push(WelcomeMail(user=user), store=self.jobs.bind(conn))
+        # The workers can't see the job before the commit: tell them it's there.
+        self.queue.wake()
+        return user, job
+
+
+def make_app(
+    url: str | None = None,
+    *,
+    workers: int | None = None,
+    poll: float = 5.0,  # seconds between looks for jobs other instances pushed
+    busy_timeout: float = 5.0,  # seconds a SQLite write waits for another's lock
+    observe: Callable[[jobq.Ran], None] | None = None,
+) -> App:
+    """The app on the database at ``url`` (DATABASE_URL by default)."""
+    workers = settings.queue_workers() if workers is None else workers
+    engine = make_engine(url or settings.database_url(), busy_timeout=busy_timeout)
+    jobs = Jobs(engine)
+    # The queue needs a worker to exist; with 0 it is made but never run.
+    queue = jobq.Queue(jobs, workers=max(workers, 1), poll=poll, observe=observe)
+    return App(engine, jobs, queue, add_kinds(queue, engine, jobs), workers)
