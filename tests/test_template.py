@@ -29,8 +29,8 @@ from dbfixtures import fresh_database
 ROOT = Path(__file__).resolve().parents[1]
 APP = "myapp"
 
-# The databases whose app these tests render; Postgres and MySQL join as their stores land.
-DATABASES = ["sqlite"]
+# The databases whose app these tests render: each with its own Store and migrations.
+DATABASES = ["sqlite", "postgres", "mysql"]
 # The server each database's app tests on, passed to its tests as TEST_DATABASE_URL.
 SERVER_ENV = {"postgres": "JOBQ_TEST_POSTGRES_URL", "mysql": "JOBQ_TEST_MYSQL_URL"}
 

@@ -390,3 +390,25 @@ async def test_apush_pushes_from_async_code_and_wakes_the_queue(store: MemorySto
         id = await k.apush(1)
         assert id
         await asyncio.wait_for(ran.wait(), LIVENESS)
+
+
+async def test_a_handler_knows_its_job_and_the_job_leaves_no_trace_in_the_caller(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store)
+    seen: list[tuple[str, int, str]] = []
+
+    @q.kind("flaky", attempts=2, backoff=lambda attempt: 0)
+    def flaky(job: int) -> None:
+        current = jobq.current_job()
+        seen.append((current.id, current.attempts, current.kind))
+        request_id.set("set by the job")
+        if current.attempts == 1:
+            raise RuntimeError("first attempt")
+
+    id = flaky.push(1)
+    await q.adrain()
+    assert seen == [(id, 1, "flaky"), (id, 2, "flaky")]
+    assert request_id.get() == ""
+    with pytest.raises(LookupError, match="for code that a job's handler runs"):
+        jobq.current_job()

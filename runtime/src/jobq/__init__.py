@@ -17,7 +17,7 @@ from jobq.errors import (
 )
 from jobq.job import Job, Outcome, Ran
 from jobq.kind import Kind, default_backoff
-from jobq.queue import Queue
+from jobq.queue import Queue, current_job
 from jobq.schedule import Cron, Every, Schedule
 from jobq.store import FailedStore, ScheduleStore, Store
 
@@ -41,5 +41,6 @@ __all__ = [
     "StoreLocked",
     "StoreUnavailable",
     "ValueDoesNotFit",
+    "current_job",
     "default_backoff",
 ]

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,9 +28,24 @@ from jobq.value import Codec, value_type
 if TYPE_CHECKING:
     from jobq.schedule import Schedule
 
-__all__ = ["Queue"]
+__all__ = ["Queue", "current_job"]
 
 T = TypeVar("T")
+
+_current: contextvars.ContextVar[Job] = contextvars.ContextVar("jobq.current_job")
+
+
+def current_job() -> Job:
+    """The job the calling handler runs: its ID, its attempt (1 for the first), its time.
+
+    Inside a handler, ``on_fail`` and what they call, in threads too; anywhere
+    else, raises LookupError.
+    """
+    try:
+        return _current.get()
+    except LookupError:
+        raise LookupError("current_job() is for code that a job's handler runs") from None
+
 
 # A claim holds its job this much longer than the longest timeout of any kind,
 # so a job is claimed again only once its worker is surely gone.
@@ -321,6 +337,7 @@ class Queue:
             await self._settle(kind, job, None, error, timedelta(0), waited, permanent=True)
             return
         started = time.monotonic()
+        _current.set(replace(job))  # this task's own context: each job runs in its own
         try:
             await self._call(kind, value, job)
         except asyncio.CancelledError:
@@ -542,7 +559,8 @@ class Queue:
                 if not jobs:
                     return ran
                 job = jobs[0]
-                await self._run_one(job)
+                # A task of its own: the job runs in a copy of the caller's context.
+                await asyncio.create_task(self._run_one(job), name=f"jobq job {job.id}")
                 ran += job.kind in self._kinds
         finally:
             if own_threads and self._handler_threads is not None:

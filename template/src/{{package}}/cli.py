@@ -114,7 +114,7 @@ def jobs(
         return
     typer.echo(
         f"{_count(len(failed))} failed for good, and {'is' if len(failed) == 1 else 'are'} "
-        f"kept for {_kept()} ({NAME} jobs prune deletes older ones):\n"
+        f"kept for {_kept()} (the nightly prune-jobs deletes older ones):\n"
     )
     for job in failed:
         at = job.failed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if job.failed_at else "?"

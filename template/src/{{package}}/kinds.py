@@ -78,4 +78,9 @@ def add_kinds(queue: jobq.Queue, engine: Engine, jobs: Jobs) -> Kinds:
         pruned = jobs.prune(datetime.now(UTC) - KEEP_FAILED)
         log.info("pruned %d jobs that failed for good over %d days ago", pruned, KEEP_FAILED.days)
 
+    # Every night at midnight UTC. Each instance that runs the queue pushes the
+    # run, and the jobs table keeps one; a night missed while the app was down
+    # runs once as it starts again.
+    prune_jobs.schedule(jobq.Every(timedelta(days=1)), PruneJobs())
+
     return Kinds(welcome_mail=welcome_mail, flaky=flaky, prune_jobs=prune_jobs)
