@@ -11,10 +11,12 @@ import os
 from typing import TYPE_CHECKING
 
 import pytest
+
+from apps import Installed, install
 from dbfixtures import ENV, fresh_database
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 
 def server_url(kind: str) -> str:
@@ -51,3 +53,16 @@ def mysql_db(mysql_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """The URL of a new, empty MariaDB/MySQL database, dropped after the test."""
     with fresh_database(mysql_url, request.node.name) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def apps(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Installed]:
+    """The app rendered for a database and installed, once a session for each database."""
+    installed: dict[str, Installed] = {}
+
+    def app(db: str) -> Installed:
+        if db not in installed:
+            installed[db] = install(db, tmp_path_factory.mktemp(f"app-{db}"))
+        return installed[db]
+
+    return app

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from conftest import server_url
-from dbfixtures import fresh_database
 from sqlalchemy.pool import NullPool
+
+from dbfixtures import fresh_database
 
 KINDS = ["postgres", "mysql"]
 # The tables of the current database (schema "public" on Postgres).

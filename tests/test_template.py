@@ -1,12 +1,9 @@
 """The template renders an app for each database, and the app passes its own tests.
 
 Each database's app is rendered once (copier, no --trust), installed into a
-virtual environment of its own with the runtime from this checkout, and then:
-its own pytest suite runs as a subprocess, and `./myapp` runs as a user types it.
-
-Rendering uses vcs_ref="HEAD": what git has committed, plus, on a dirty work
-tree, the uncommitted changes too (copier commits them in its own clone of the
-repository, warning DirtyLocalWarning), so a developer tests what they see.
+virtual environment of its own with the runtime from this checkout (tests/apps.py),
+and then: its own pytest suite runs as a subprocess, and `./myapp` runs as a
+user types it.
 """
 
 from __future__ import annotations
@@ -20,92 +17,25 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import copier
 import pytest
 from copier.errors import DirtyLocalWarning
+
+from apps import APP, ROOT, Installed
 from dbfixtures import fresh_database
 
-ROOT = Path(__file__).resolve().parents[1]
-APP = "myapp"
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # The databases whose app these tests render: each with its own Store and migrations.
 DATABASES = ["sqlite", "postgres", "mysql"]
-# The server each database's app tests on, passed to its tests as TEST_DATABASE_URL.
-SERVER_ENV = {"postgres": "JOBQ_TEST_POSTGRES_URL", "mysql": "JOBQ_TEST_MYSQL_URL"}
-
-
-def render(db: str, into: Path, **data: str) -> Path:
-    """Render the template for ``db`` into ``into``, with the runtime from this checkout."""
-    answers = {"db": db, "jobq_source": f"jobq @ {(ROOT / 'runtime').as_uri()}", **data}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DirtyLocalWarning)
-        copier.run_copy(
-            src_path=str(ROOT),
-            dst_path=into,
-            data=answers,
-            defaults=True,
-            vcs_ref="HEAD" if (ROOT / ".git").exists() else None,
-            unsafe=False,  # the template must need no --trust
-            quiet=True,
-        )
-    return into
-
-
-class Installed:
-    """A rendered app, installed in a virtual environment of its own."""
-
-    def __init__(self, db: str, folder: Path, venv: Path) -> None:
-        self.db = db
-        self.folder = folder
-        self.venv = venv
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-        # ./myapp runs the python3 first on PATH: the app's venv's.
-        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-        if self.db in SERVER_ENV:
-            server = os.environ.get(SERVER_ENV[self.db])
-            if not server:
-                pytest.fail(f"{SERVER_ENV[self.db]} is not set: run scripts/test", pytrace=False)
-            env["TEST_DATABASE_URL"] = server
-        return {**env, **extra}
-
-    def run(
-        self, *args: str, env: dict[str, str] | None = None, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            args,
-            cwd=self.folder,
-            env=env or self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
 
 
 @pytest.fixture(scope="module", params=DATABASES)
-def app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    db: str = request.param
-    base = tmp_path_factory.mktemp(f"app-{db}")
-    folder = render(db, base / APP)
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    installed = Installed(db, folder, venv)
-    pip = installed.run(
-        str(venv / "bin" / "python"),
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "-e",
-        ".[test]",
-        timeout=900,
-    )
-    assert pip.returncode == 0, pip.stdout + pip.stderr
-    return installed
+def app(request: pytest.FixtureRequest, apps: Callable[[str], Installed]) -> Installed:
+    return apps(request.param)
 
 
 def test_the_rendered_store_is_the_template_source_as_it_is(app: Installed) -> None:
@@ -124,7 +54,7 @@ def test_the_rendered_store_is_the_template_source_as_it_is(app: Installed) -> N
 
 def test_the_rendered_app_passes_its_own_tests(app: Installed) -> None:
     tests = app.run(
-        str(app.venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        app.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
         timeout=900,
     )  # fmt: skip
     assert tests.returncode == 0, tests.stdout[-6000:] + tests.stderr[-3000:]
@@ -149,7 +79,7 @@ def test_the_jobs_command_lists_a_failed_job_and_runs_it_again(
         if app.db == "sqlite":
             url = f"sqlite:///{tmp_path / 'app.sqlite3'}"
         else:  # a database of its own on the test server
-            url = stack.enter_context(fresh_database(app.env()["TEST_DATABASE_URL"], "cli"))
+            url = stack.enter_context(fresh_database(app.server(), "cli"))
         _run_the_jobs_commands(app, app.env(DATABASE_URL=url))
 
 

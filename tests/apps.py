@@ -1,0 +1,94 @@
+"""Rendered apps: the template rendered for a database and installed in a venv of its own.
+
+Rendering uses vcs_ref="HEAD": what git has committed, plus, on a dirty work
+tree, the uncommitted changes too (copier commits them in its own clone of the
+repository, warning DirtyLocalWarning), so a developer tests what they see.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import copier
+import pytest
+from copier.errors import DirtyLocalWarning
+
+from dbfixtures import ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = "myapp"
+# The server each database's app tests on, passed to its tests as TEST_DATABASE_URL.
+SERVER_ENV = {db: ENV[db] for db in ("postgres", "mysql")}
+
+
+def render(db: str, into: Path, **data: str) -> Path:
+    """Render the template for ``db`` into ``into``, with the runtime from this checkout."""
+    answers = {"db": db, "jobq_source": f"jobq @ {(ROOT / 'runtime').as_uri()}", **data}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DirtyLocalWarning)
+        copier.run_copy(
+            src_path=str(ROOT),
+            dst_path=into,
+            data=answers,
+            defaults=True,
+            vcs_ref="HEAD" if (ROOT / ".git").exists() else None,
+            unsafe=False,  # the template must need no --trust
+            quiet=True,
+        )
+    return into
+
+
+class Installed:
+    """A rendered app, installed in a virtual environment of its own."""
+
+    def __init__(self, db: str, folder: Path, venv: Path) -> None:
+        self.db = db
+        self.folder = folder
+        self.venv = venv
+        self.python = str(venv / "bin" / "python")
+
+    def server(self) -> str:
+        """The test server's URL for a Postgres or MySQL app, or fail the test."""
+        server = os.environ.get(SERVER_ENV[self.db])
+        if not server:
+            pytest.fail(f"{SERVER_ENV[self.db]} is not set: run scripts/test", pytrace=False)
+        return server
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        # ./myapp runs the python3 first on PATH: the app's venv's.
+        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        if self.db in SERVER_ENV:
+            env["TEST_DATABASE_URL"] = self.server()
+        return {**env, **extra}
+
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            args,
+            cwd=self.folder,
+            env=env or self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def install(db: str, base: Path) -> Installed:
+    """Render the app for ``db`` under ``base`` and install it, with its test extra."""
+    folder = render(db, base / APP)
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    installed = Installed(db, folder, venv)
+    pip = installed.run(
+        installed.python, "-m", "pip", "install", "-q", "-e", ".[test]", timeout=900
+    )
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    return installed
