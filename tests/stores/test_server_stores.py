@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from jobq import Job, StoreError, StoreLocked, StoreUnavailable
-from jobq.testing import StoreSuite
+from jobq.testing import StoreSuite, at_once
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -261,33 +261,20 @@ def test_claims_from_many_engines_at_once_never_share_a_job(
         jobs.push(_job(payload=f'{{"n":{i}}}'))
     url = engine.url.render_as_string(hide_password=False)
     engines = [module.make_engine(url, pool_size=3) for _ in range(instances)]
-    got: list[str] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-    start = threading.Barrier(instances * 3)
+    stores = [module.Jobs(e) for e in engines for _ in range(3)]
 
-    def claimer(store: Any) -> None:
-        try:
-            start.wait()
-            while (j := store.claim(T0, T0 + timedelta(minutes=5))) is not None:
-                with lock:
-                    got.append(j.id)
-                store.done(j)
-        except BaseException as e:
-            errors.append(e)
+    def claimer(i: int) -> list[str]:
+        got = []
+        while (j := stores[i].claim(T0, T0 + timedelta(minutes=5))) is not None:
+            got.append(j.id)
+            stores[i].done(j)
+        return got
 
-    threads = [
-        threading.Thread(target=claimer, args=(module.Jobs(e),)) for e in engines for _ in range(3)
-    ]
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        got = [id for ids in at_once(len(stores), claimer) for id in ids]
     finally:
         for e in engines:
             e.dispose()
-    assert errors == []
     assert sorted(got) == sorted(set(got))
     assert len(got) == n
 
@@ -409,33 +396,21 @@ def test_many_schedules_pushed_from_many_threads_push_each_run_once(
     module, engine = db
     jobs = module.Jobs(engine)
     names, runs, threads = [f"s{i}" for i in range(20)], 4, 8
-    won: list[tuple[str, int]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-    start = threading.Barrier(threads)
 
-    def pusher(seed: int) -> None:
+    def pusher(seed: int) -> list[tuple[str, int]]:
         # Each thread pushes every run of every schedule, in its own order and
         # sometimes behind: first runs race, and later ones race with earlier ones.
         order = [(name, run) for run in range(runs) for name in names]
         order = order[seed * 7 % len(order) :] + order[: seed * 7 % len(order)]
-        try:
-            start.wait()
-            for name, run in order:
-                pushed = _job(kind=name, payload=str(run))
-                pushed.run_at = T0 + timedelta(hours=run)
-                if jobs.push_scheduled(name, pushed):
-                    with lock:
-                        won.append((name, run))
-        except BaseException as e:
-            errors.append(e)
+        won = []
+        for name, run in order:
+            pushed = _job(kind=name, payload=str(run))
+            pushed.run_at = T0 + timedelta(hours=run)
+            if jobs.push_scheduled(name, pushed):
+                won.append((name, run))
+        return won
 
-    workers = [threading.Thread(target=pusher, args=(t,)) for t in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert errors == []
+    won = [w for ws in at_once(threads, pusher) for w in ws]
     assert len(won) == len(set(won))  # no run pushed twice
     # The last run of each schedule is pushed, whoever got there first.
     assert {(name, runs - 1) for name in names} <= set(won)
@@ -538,25 +513,10 @@ def test_first_runs_pushed_from_many_threads_at_once_need_no_retry(
     module, engine = db
     jobs = module.Jobs(engine) if through == "engine" else _Committing(module.Jobs(engine), engine)
     rounds, threads = 40, 6
-    wins = [0] * rounds
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-    start = threading.Barrier(threads)
 
-    def pusher() -> None:
-        for r in range(rounds):
-            start.wait()
-            try:
-                if jobs.push_scheduled(f"s{r}", _job(kind="s")):
-                    with lock:
-                        wins[r] += 1
-            except BaseException as e:
-                errors.append(e)
+    def first_runs(name: str) -> int:
+        """Of pushes of a new schedule's first run at once, how many won."""
+        return at_once(threads, lambda _: jobs.push_scheduled(name, _job(kind="s"))).count(True)
 
-    workers = [threading.Thread(target=pusher) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert errors == []
+    wins = [first_runs(f"s{r}") for r in range(rounds)]
     assert wins == [1] * rounds

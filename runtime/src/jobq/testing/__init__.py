@@ -19,6 +19,7 @@ from __future__ import annotations
 from jobq.testing._failed import FailedStorePromises
 from jobq.testing._schedule import ScheduleStorePromises
 from jobq.testing._store import StorePromises
+from jobq.testing._support import at_once
 from jobq.testing.memory import MemoryStore
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "ScheduleStorePromises",
     "StorePromises",
     "StoreSuite",
+    "at_once",
 ]
 
 

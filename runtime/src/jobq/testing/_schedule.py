@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from jobq.store import ScheduleStore, Store
-from jobq.testing._support import at, drain, job
+from jobq.testing._support import at, at_once, drain, job
 
 __all__ = ["ScheduleStorePromises"]
 
@@ -51,26 +49,8 @@ class ScheduleStorePromises:
 
     def test_of_many_pushes_of_one_run_at_once_exactly_one_wins(self, store: Store) -> None:
         schedules = _schedule_store(store)
-        threads = 6
-        won: list[bool] = []
-        errors: list[BaseException] = []
-        lock = threading.Lock()
-        start = threading.Barrier(threads)
-
-        def pusher() -> None:
-            try:
-                start.wait()
-                pushed = schedules.push_scheduled("nightly", job(kind="nightly", run_at=at(60)))
-                with lock:
-                    won.append(pushed)
-            except BaseException as e:  # the main thread reports it
-                errors.append(e)
-
-        workers = [threading.Thread(target=pusher) for _ in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        assert errors == []
+        won = at_once(
+            6, lambda _: schedules.push_scheduled("nightly", job(kind="nightly", run_at=at(60)))
+        )
         assert won.count(True) == 1
         assert len(drain(store, at(60))) == 1

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from datetime import timedelta
 
 from jobq.job import Job
 from jobq.store import Store
-from jobq.testing._support import FAR, HOLD, at, drain, job
+from jobq.testing._support import FAR, HOLD, at, at_once, drain, job
 
 __all__ = ["StorePromises"]
 
@@ -158,55 +157,29 @@ class StorePromises:
         n, threads = 120, 6
         for i in range(n):
             store.push(job(payload=f'{{"n":{i}}}'))
-        got: list[str] = []
-        lock = threading.Lock()
-        errors: list[BaseException] = []
-        start = threading.Barrier(threads)
 
-        def claimer() -> None:
-            try:
-                start.wait()
-                while (j := store.claim(at(1), at(600))) is not None:
-                    with lock:
-                        got.append(j.id)
-                    store.done(j)
-            except BaseException as e:  # the main thread reports it
-                errors.append(e)
+        def claimer(_: int) -> list[str]:
+            got = []
+            while (j := store.claim(at(1), at(600))) is not None:
+                got.append(j.id)
+                store.done(j)
+            return got
 
-        workers = [threading.Thread(target=claimer) for _ in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        assert errors == []
+        got = [id for ids in at_once(threads, claimer) for id in ids]
         shared = [id for id, count in Counter(got).items() if count > 1]
         assert shared == []
         assert len(got) == n
 
     def test_concurrent_pushes_keep_every_job(self, store: Store) -> None:
         per, threads = 25, 6
-        ids: list[str] = []
-        lock = threading.Lock()
-        errors: list[BaseException] = []
-        start = threading.Barrier(threads)
 
-        def pusher(t: int) -> None:
-            try:
-                start.wait()
-                for i in range(per):
-                    j = job(payload=f'{{"t":{t},"i":{i}}}')
-                    store.push(j)
-                    with lock:
-                        ids.append(j.id)
-            except BaseException as e:  # the main thread reports it
-                errors.append(e)
+        def pusher(t: int) -> list[str]:
+            pushed = [job(payload=f'{{"t":{t},"i":{i}}}') for i in range(per)]
+            for j in pushed:
+                store.push(j)
+            return [j.id for j in pushed]
 
-        workers = [threading.Thread(target=pusher, args=(t,)) for t in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        assert errors == []
+        ids = [id for pushed in at_once(threads, pusher) for id in pushed]
         assert len(set(ids)) == per * threads
         assert sorted(j.id for j in drain(store, at(1))) == sorted(ids)
 
