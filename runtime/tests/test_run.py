@@ -412,3 +412,41 @@ async def test_a_handler_knows_its_job_and_the_job_leaves_no_trace_in_the_caller
     assert request_id.get() == ""
     with pytest.raises(LookupError, match="for code that a job's handler runs"):
         jobq.current_job()
+
+
+class SlowClaims(Shared):
+    """Claims that wait for ``go`` in their thread, as a slow database would."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.claiming = threading.Event()
+        self.go = threading.Event()
+        self.claim = self._slow_claim
+
+    def _slow_claim(self, now: datetime, until: datetime) -> jobq.Job | None:
+        self.claiming.set()
+        self.go.wait(LIVENESS)
+        return self._store.claim(now, until)
+
+
+async def test_jobs_a_claim_took_as_the_queue_stopped_go_back_at_once(
+    store: MemoryStore,
+) -> None:
+    slow = SlowClaims(store)
+    q = jobq.Queue(slow)
+
+    @q.kind("k")
+    async def k(job: int) -> None:
+        raise AssertionError("a stopped queue runs nothing")
+
+    id = k.push(1)
+    task = asyncio.create_task(q.run())
+    assert await asyncio.to_thread(slow.claiming.wait, LIVENESS)
+    q.stop()
+    await asyncio.sleep(0.05)
+    slow.go.set()  # the claim, in its thread, takes the job now
+    await asyncio.wait_for(task, LIVENESS)
+    now = datetime.now(UTC)
+    back = store.claim(now, now + timedelta(minutes=1))
+    assert back is not None
+    assert back.id == id

@@ -264,8 +264,12 @@ class Queue:
         assert self._wakeup is not None
         self._wakeup.clear()  # a push from now on wakes the wait below
         now = datetime.now(UTC)
+        claim = asyncio.ensure_future(self._calls.claim(now, now + self._hold(), self._free))
         try:
-            jobs = await self._calls.claim(now, now + self._hold(), self._free)
+            jobs = await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            await self._put_back_claimed(claim)
+            raise
         except Exception as e:
             log.error(
                 "the store failed to claim a job; trying again after a poll %s",
@@ -278,6 +282,22 @@ class Queue:
         if not jobs:
             await self._wait(self._until_next_due(now))
         return jobs
+
+    async def _put_back_claimed(self, claim: asyncio.Future[list[Job]]) -> None:
+        """The queue stopped as a claim ran in its thread: let its jobs go, due as they were.
+
+        Otherwise they would wait out their hold, a minute or more, for nobody.
+        Their claim's attempt still counts, as the store has no way to take it back.
+        """
+        try:
+            jobs = await claim
+        except Exception:
+            return  # it claimed nothing
+        for job in jobs:
+            try:
+                await self._calls.settle("retry", job)
+            except Exception as e:
+                log.error("the store failed to put a job back %s", fields(job=job.id, err=e))
 
     async def _wait(self, seconds: float) -> None:
         assert self._wakeup is not None
