@@ -62,13 +62,18 @@ def test_the_rendered_app_passes_its_own_tests(app: Installed) -> None:
 
 
 def test_the_rendered_app_is_lint_clean(app: Installed) -> None:
-    ruff = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
-    if ruff is None:
-        pytest.fail("ruff is not installed: install requirements-dev.txt", pytrace=False)
+    """ruff, as the app's pyproject sets it and its test extra installs it."""
+    ruff = str(app.venv / "bin" / "ruff")
     lint = app.run(ruff, "check", "--no-cache", ".")
     assert lint.returncode == 0, lint.stdout + lint.stderr
     form = app.run(ruff, "format", "--no-cache", "--check", ".")
     assert form.returncode == 0, form.stdout + form.stderr
+
+
+def test_the_rendered_app_type_checks_strictly(app: Installed) -> None:
+    """mypy --strict, as the app's pyproject sets it, on its code and its tests."""
+    mypy = app.run(app.python, "-m", "mypy", "src", "tests", env=app.env(MYPYPATH="src"))
+    assert mypy.returncode == 0, mypy.stdout + mypy.stderr
 
 
 def test_the_jobs_command_lists_a_failed_job_and_runs_it_again(
