@@ -4,7 +4,8 @@ Every Store call the queue makes from the loop goes through ``StoreCalls``,
 which runs it in a thread so the loop never blocks on the database. Claims for
 all free workers go in one hop, and settles (done, retry, fail) that come in
 while one hop runs go together in the next: a thread hop costs tens of
-microseconds, which would otherwise cap the loop well below what SQLite does.
+microseconds, which would otherwise cap the loop well below what SQLite does;
+and a worker's next claim joins the settle of its last job.
 A natively async Store, or one with batch claims, plugs in here without
 touching the loop.
 """
@@ -17,7 +18,7 @@ import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from jobq.job import Job
 from jobq.store import ScheduleStore, Store
@@ -35,8 +36,8 @@ class StoreCalls:
     def __init__(self, store: Store, executor: ThreadPoolExecutor | None = None) -> None:
         self.store = store
         self._executor = executor
-        self._settles: list[tuple[Settle, Job, asyncio.Future[None]]] = []
-        self._settling = False
+        self._batch: list[tuple[Callable[..., Any], tuple[object, ...], asyncio.Future[Any]]] = []
+        self._hopper: asyncio.Task[None] | None = None  # the task making hops, while there is one
 
     async def _call(self, fn: Callable[..., R], *args: object) -> R:
         loop = asyncio.get_running_loop()
@@ -47,36 +48,44 @@ class StoreCalls:
     async def push(self, job: Job) -> None:
         await self._call(self.store.push, job)
 
-    async def claim(self, now: datetime, until: datetime, most: int = 1) -> list[Job]:
-        """Up to ``most`` jobs due at ``now``, held until ``until``, claimed in one hop."""
-        return await self._call(_claim, self.store, now, until, most)
+    def claim(self, now: datetime, until: datetime, most: int = 1) -> asyncio.Future[list[Job]]:
+        """Up to ``most`` jobs due at ``now``, held until ``until``, claimed in one go."""
+        return self._batched(_claim, self.store, now, until, most)
 
-    async def settle(self, how: Settle, job: Job) -> None:
-        """``store.done(job)``, ``retry`` or ``fail``, grouped with the settles beside it."""
-        future = asyncio.get_running_loop().create_future()
-        self._settles.append((how, job, future))
-        if not self._settling:
-            self._settling = True
-            asyncio.get_running_loop().create_task(self._settle_all())
-        await future
+    def settle(self, how: Settle, job: Job) -> asyncio.Future[None]:
+        """``store.done(job)``, ``retry`` or ``fail``."""
+        return self._batched(getattr(self.store, how), job)
 
-    async def _settle_all(self) -> None:
+    def _batched(self, fn: Callable[..., R], *args: object) -> asyncio.Future[R]:
+        """Call ``fn`` in the next hop: calls that come in while one hop runs share the next.
+
+        The call is queued at once, not when the caller next awaits, so that as
+        a worker settles its job, the claim for its next one joins the same hop.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        self._batch.append((fn, args, future))
+        if self._hopper is None:
+            self._hopper = loop.create_task(self._hop())
+        return future
+
+    async def _hop(self) -> None:
         try:
-            while self._settles:
-                batch, self._settles = self._settles, []
+            while self._batch:
+                batch, self._batch = self._batch, []
                 try:
-                    errors = await self._call(_settle, self.store, [(h, j) for h, j, _ in batch])
-                except BaseException as e:  # the pool is gone: every settle of the batch failed
-                    errors = [e] * len(batch)
-                for (_, _, future), error in zip(batch, errors, strict=True):
-                    if future.done():  # its worker was cancelled; the settle happened anyway
+                    outcomes = await self._call(_each, [(fn, args) for fn, args, _ in batch])
+                except BaseException as e:  # the pool is gone: every call of the batch failed
+                    outcomes = [(False, e)] * len(batch)
+                for (_, _, future), (ok, value) in zip(batch, outcomes, strict=True):
+                    if future.done():  # its caller was cancelled; the call happened anyway
                         continue
-                    if error is None:
-                        future.set_result(None)
+                    if ok:
+                        future.set_result(value)
                     else:
-                        future.set_exception(error)
+                        future.set_exception(value)
         finally:
-            self._settling = False
+            self._hopper = None
 
     async def push_scheduled(self, schedule: str, job: Job) -> bool:
         assert isinstance(self.store, ScheduleStore)  # checked as the schedule was added
@@ -90,12 +99,11 @@ def _claim(store: Store, now: datetime, until: datetime, most: int) -> list[Job]
     return jobs
 
 
-def _settle(store: Store, batch: list[tuple[Settle, Job]]) -> list[BaseException | None]:
-    errors: list[BaseException | None] = []
-    for how, job in batch:
+def _each(calls: list[tuple[Callable[..., Any], tuple[object, ...]]]) -> list[tuple[bool, Any]]:
+    outcomes: list[tuple[bool, Any]] = []
+    for fn, args in calls:
         try:
-            getattr(store, how)(job)
-            errors.append(None)
-        except Exception as e:  # each job's settle stands alone
-            errors.append(e)
-    return errors
+            outcomes.append((True, fn(*args)))
+        except Exception as e:  # each call stands alone
+            outcomes.append((False, e))
+    return outcomes

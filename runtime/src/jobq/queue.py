@@ -264,7 +264,7 @@ class Queue:
         assert self._wakeup is not None
         self._wakeup.clear()  # a push from now on wakes the wait below
         now = datetime.now(UTC)
-        claim = asyncio.ensure_future(self._calls.claim(now, now + self._hold(), self._free))
+        claim = self._calls.claim(now, now + self._hold(), self._free)
         try:
             jobs = await asyncio.shield(claim)
         except asyncio.CancelledError:
@@ -321,11 +321,19 @@ class Queue:
         return timedelta(seconds=longest) + _HOLD_MARGIN
 
     async def _work(self, job: Job) -> None:
+        freed = False
+
+        def free() -> None:
+            nonlocal freed
+            if not freed:
+                freed = True
+                self._free += 1
+                self._freed.set()
+
         try:
-            await self._run_one(job)
+            await self._run_one(job, free)
         finally:
-            self._free += 1
-            self._freed.set()
+            free()
 
     async def _stop(self, running: set[asyncio.Task[None]]) -> None:
         if not running:
@@ -339,8 +347,12 @@ class Queue:
 
     # One job
 
-    async def _run_one(self, job: Job) -> None:
-        """Run a claimed job and keep its outcome in the store."""
+    async def _run_one(self, job: Job, ran: Callable[[], None] = lambda: None) -> None:
+        """Run a claimed job and keep its outcome in the store.
+
+        ``ran`` is called as the handler returns: the worker is free for its next
+        job then, whose claim can go with this one's settle.
+        """
         claimed_at = datetime.now(UTC)
         waited = max(claimed_at - job.run_at, timedelta(0))
         kind = self._kinds.get(job.kind)
@@ -365,15 +377,22 @@ class Queue:
             raise
         except Exception as e:
             took = timedelta(seconds=time.monotonic() - started)
-            permanent = isinstance(e, Permanent)
-            await asyncio.shield(
-                self._settle(kind, job, value, e, took, waited, permanent=permanent)
+            if isinstance(e, _ThreadTimeout):
+                # The worker is busy until its thread returns, but the attempt is over.
+                thread = asyncio.ensure_future(_outlive(e.thread, job))
+                thread.add_done_callback(lambda _: ran())
+            else:
+                ran()
+            # A settle runs to its end in the store even if this task is cancelled meanwhile.
+            await self._settle(
+                kind, job, value, e, took, waited, permanent=isinstance(e, Permanent)
             )
             if isinstance(e, _ThreadTimeout):
-                await _outlive(e.thread, job)  # the worker is busy until its thread returns
+                await thread
             return
         took = timedelta(seconds=time.monotonic() - started)
-        await asyncio.shield(self._settle(kind, job, value, None, took, waited, permanent=False))
+        ran()
+        await self._settle(kind, job, value, None, took, waited, permanent=False)
 
     async def _call(self, kind: Kind[Any], value: Any, job: Job) -> None:
         """Call the handler within the kind's timeout: on the loop, or in a thread."""
