@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -159,6 +160,8 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
             str(source), app, data={"db": "sqlite"}, defaults=True, vcs_ref="v0.1.0",
             unsafe=False, quiet=True,
         )  # fmt: skip
+    # With no jobq_source, the app takes the runtime from where the template came, at its commit.
+    assert _pinned_runtime(app) == (source, _git(source, "rev-parse", "v0.1.0^{commit}").strip())
     # The app's own work: a migration on its branch, and an edit to an example file.
     versions = app / "src" / APP / "migrations" / "versions"
     (versions / "app_0002_posts.py").write_text(
@@ -219,6 +222,7 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
     assert (versions / "app_0002_posts.py").exists()
     assert "KEEP_FAILED = timedelta(days=90)" in kinds.read_text()
     assert "_commit: v0.2.0" in (app / ".copier-answers.yml").read_text()
+    assert _pinned_runtime(app) == (source, _git(source, "rev-parse", "v0.2.0^{commit}").strip())
     # Both branches migrate, and the schema is what the new Store expects.
     check = subprocess.run(
         [
@@ -236,3 +240,16 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
     )
     assert check.returncode == 0, check.stderr
     assert check.stdout.strip() == "['0002_jobs', 'app_0002']"
+
+
+def _pinned_runtime(app: Path) -> tuple[Path, str]:
+    """The repository and commit the app's jobq requirement names; it must hold runtime/."""
+    pyproject = (app / "pyproject.toml").read_text()
+    [line] = [line for line in pyproject.splitlines() if '"jobq @ ' in line]
+    match = re.fullmatch(
+        r'\s*"jobq @ git\+file://localhost(/.+)@([0-9a-f]{40})#subdirectory=runtime",', line
+    )
+    assert match, line
+    repo, commit = Path(match[1]), match[2]
+    _git(repo, "cat-file", "-e", f"{commit}:runtime/pyproject.toml")
+    return repo, commit
