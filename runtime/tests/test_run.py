@@ -450,3 +450,23 @@ async def test_jobs_a_claim_took_as_the_queue_stopped_go_back_at_once(
     back = store.claim(now, now + timedelta(minutes=1))
     assert back is not None
     assert back.id == id
+
+
+async def test_a_queue_that_ran_and_stopped_drains_and_runs_again(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+    ran: list[int] = []
+
+    @q.kind("k")
+    def k(job: int) -> None:
+        ran.append(job)
+
+    async with running(q):
+        pass
+    k.push(1)
+    assert await q.adrain() == 1
+    done, signal = _signal()
+    q.observe = lambda _: signal()
+    async with running(q):
+        k.push(2)
+        await asyncio.wait_for(done.wait(), LIVENESS)
+    assert ran == [1, 2]

@@ -243,6 +243,7 @@ class Queue:
             await self._stop(running)
             await asyncio.gather(*side, return_exceptions=True)
             self._handler_threads.shutdown(wait=False, cancel_futures=True)
+            self._handler_threads = None
             store_threads.shutdown(wait=False)
             self._calls = StoreCalls(self.store)
             self._run_task = self._wakeup = self._loop = None
