@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = ["jobs.md", "schedules.md"]  # pages whose python blocks need nothing but jobq
+PAGES = ["jobs.md", "schedules.md", "store.md"]  # pages whose python blocks need only jobq
 
 
 def blocks(page: Path) -> list[str]:
