@@ -31,7 +31,7 @@ Settle = Literal["done", "retry", "fail"]
 
 
 class StoreCalls:
-    """A Store's methods as coroutines, each run in the given thread pool."""
+    """A Store's methods as awaitables, each run in the given thread pool."""
 
     def __init__(self, store: Store, executor: ThreadPoolExecutor | None = None) -> None:
         self.store = store

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-__all__ = ["fields", "log"]
+__all__ = ["fields", "log", "say"]
 
 log = logging.getLogger("jobq")
 
@@ -19,3 +19,18 @@ def fields(**values: object) -> str:
             text = json.dumps(text, ensure_ascii=False)
         parts.append(f"{key}={text}")
     return " ".join(parts)
+
+
+def say(level: int, message: str, *, trace: BaseException | None = None, **values: object) -> None:
+    """Log ``message`` with ``values`` as key=value text after it and as the record's attributes.
+
+    ``trace`` logs an exception's traceback with it; an exception among the
+    values is kept as its text.
+    """
+    if not log.isEnabledFor(level):
+        return
+    extra = {k: str(v) if isinstance(v, BaseException) else v for k, v in values.items()}
+    if extra:
+        log.log(level, "%s %s", message, fields(**extra), exc_info=trace, extra=extra)
+    else:
+        log.log(level, message, exc_info=trace)

@@ -21,7 +21,7 @@ from jobq.calls import StoreCalls
 from jobq.errors import ConfigError, Permanent, ValueDoesNotFit
 from jobq.job import Job, Outcome, Ran
 from jobq.kind import Backoff, Handler, Kind, OnFail, Options, default_backoff, seconds
-from jobq.log import fields, log
+from jobq.log import say
 from jobq.store import ScheduleStore, Store
 from jobq.value import Codec, value_type
 
@@ -219,7 +219,7 @@ class Queue:
             for kind in self._kinds.values()
             if kind.scheduled is not None
         ]
-        log.info("the queue runs %s", fields(workers=self.workers, kinds=len(self._kinds)))
+        say(logging.INFO, "the queue runs", workers=self.workers, kinds=len(self._kinds))
         try:
             while True:
                 if self._free == 0:
@@ -247,7 +247,7 @@ class Queue:
             store_threads.shutdown(wait=False)
             self._calls = StoreCalls(self.store)
             self._run_task = self._wakeup = self._loop = None
-            log.info("the queue stopped")
+            say(logging.INFO, "the queue stopped")
 
     def stop(self) -> None:
         """Have ``run()`` stop gracefully and return. Safe to call from any thread."""
@@ -272,11 +272,11 @@ class Queue:
             await self._put_back_claimed(claim)
             raise
         except Exception as e:
-            log.error(
-                "the store failed to claim a job; trying again after a poll %s",
-                fields(err=e),
-                exc_info=e,
-                extra={"err": str(e)},
+            say(
+                logging.ERROR,
+                "the store failed to claim a job; trying again after a poll",
+                trace=e,
+                err=e,
             )
             await self._wait(self.poll)
             return []
@@ -298,7 +298,7 @@ class Queue:
             try:
                 await self._calls.settle("retry", job)
             except Exception as e:
-                log.error("the store failed to put a job back %s", fields(job=job.id, err=e))
+                say(logging.ERROR, "the store failed to put a job back", job=job.id, err=e)
 
     async def _wait(self, seconds: float) -> None:
         assert self._wakeup is not None
@@ -339,7 +339,7 @@ class Queue:
     async def _stop(self, running: set[asyncio.Task[None]]) -> None:
         if not running:
             return
-        log.info("the queue is stopping %s", fields(running=len(running), grace=self.grace))
+        say(logging.INFO, "the queue is stopping", running=len(running), grace=self.grace)
         _, late = await asyncio.wait(running, timeout=self.grace)
         for task in late:
             task.cancel()  # _run_one puts its job back, due at once
@@ -447,11 +447,14 @@ class Queue:
                 outcome = Outcome.RETRIED
         except Exception as e:
             # The hold runs out and the job runs again; that run is the one observed.
-            log.error(
-                "the store failed to keep a job's outcome; it runs again after its hold %s",
-                fields(kind=job.kind, job=job.id, attempt=job.attempts, err=e),
-                exc_info=e,
-                extra={"kind": job.kind, "job": job.id, "attempt": job.attempts, "err": str(e)},
+            say(
+                logging.ERROR,
+                "the store failed to keep a job's outcome; it runs again after its hold",
+                trace=e,
+                kind=job.kind,
+                job=job.id,
+                attempt=job.attempts,
+                err=e,
             )
             return
         if outcome is Outcome.RETRIED:
@@ -479,12 +482,14 @@ class Queue:
         try:
             await asyncio.shield(self._calls.settle("retry", job))
         except Exception as e:
-            log.error("the store failed to put a stopped job back %s", fields(job=job.id, err=e))
+            say(logging.ERROR, "the store failed to put a stopped job back", job=job.id, err=e)
             return
-        log.warning(
-            "a job was stopped with the queue, and will run again %s",
-            fields(kind=job.kind, job=job.id, attempt=job.attempts),
-            extra={"kind": job.kind, "job": job.id, "attempt": job.attempts},
+        say(
+            logging.WARNING,
+            "a job was stopped with the queue, and will run again",
+            kind=job.kind,
+            job=job.id,
+            attempt=job.attempts,
         )
         took = timedelta(seconds=time.monotonic() - started)
         self._observe(
@@ -506,12 +511,13 @@ class Queue:
         try:
             await self._calls.settle("retry", job)
         except Exception as e:
-            log.error("the store failed to put a job back %s", fields(job=job.id, err=e))
+            say(logging.ERROR, "the store failed to put a job back", job=job.id, err=e)
             return
-        log.warning(
-            "a job's kind has no handler here, and goes back for another instance %s",
-            fields(kind=job.kind, job=job.id),
-            extra={"kind": job.kind, "job": job.id},
+        say(
+            logging.WARNING,
+            "a job's kind has no handler here, and goes back for another instance",
+            kind=job.kind,
+            job=job.id,
         )
 
     async def _on_fail(
@@ -521,10 +527,11 @@ class Queue:
         if on_fail is None:
             return
         if isinstance(error, ValueDoesNotFit):
-            log.warning(
-                "on_fail is not run: the job's value did not fit its type %s",
-                fields(kind=job.kind, job=job.id),
-                extra={"kind": job.kind, "job": job.id},
+            say(
+                logging.WARNING,
+                "on_fail is not run: the job's value did not fit its type",
+                kind=job.kind,
+                job=job.id,
             )
             return
         assert error is not None
@@ -541,12 +548,7 @@ class Queue:
                     timeout,
                 )
         except Exception as e:
-            log.error(
-                "on_fail failed %s",
-                fields(kind=job.kind, job=job.id, err=e),
-                exc_info=e,
-                extra={"kind": job.kind, "job": job.id, "err": str(e)},
-            )
+            say(logging.ERROR, "on_fail failed", trace=e, kind=job.kind, job=job.id, err=e)
 
     def _observe(self, ran: Ran) -> None:
         if self.observe is None:
@@ -554,7 +556,7 @@ class Queue:
         try:
             self.observe(ran)
         except Exception as e:
-            log.error("observe failed %s", fields(kind=ran.kind, err=e), exc_info=e)
+            say(logging.ERROR, "observe failed", trace=e, kind=ran.kind, err=e)
 
     # Schedules
 
@@ -570,10 +572,12 @@ class Queue:
                 if await calls.push_scheduled(kind.name, job):
                     self.pushed(run_at)
             except Exception as e:
-                log.error(
-                    "the store failed to push a scheduled run; trying again after a poll %s",
-                    fields(kind=kind.name, at=run_at, err=e),
-                    extra={"kind": kind.name, "err": str(e)},
+                say(
+                    logging.ERROR,
+                    "the store failed to push a scheduled run; trying again after a poll",
+                    kind=kind.name,
+                    at=run_at,
+                    err=e,
                 )
                 await asyncio.sleep(self.poll)
                 continue
@@ -631,11 +635,18 @@ def _describe(error: BaseException) -> str:
 def _log_failure(
     level: int, message: str, job: Job, error: BaseException | None, at: datetime | None
 ) -> None:
-    extra: dict[str, Any] = {"kind": job.kind, "job": job.id, "attempt": job.attempts}
-    if at is not None:
-        extra["at"] = at.isoformat(timespec="milliseconds")
-    extra["err"] = _describe(error) if error is not None else ""
-    log.log(level, "%s %s", message, fields(**extra), exc_info=error, extra=extra)
+    when = {} if at is None else {"at": at.isoformat(timespec="milliseconds")}
+    err = _describe(error) if error is not None else ""
+    say(
+        level,
+        message,
+        trace=error,
+        kind=job.kind,
+        job=job.id,
+        attempt=job.attempts,
+        **when,
+        err=err,
+    )
 
 
 class _ThreadTimeout(TimeoutError):
@@ -653,4 +664,4 @@ async def _outlive(thread: asyncio.Future[Any], job: Job) -> None:
         err = ""
     except Exception as e:
         err = str(e)
-    log.info("a timed-out job's thread has ended %s", fields(kind=job.kind, job=job.id, err=err))
+    say(logging.INFO, "a timed-out job's thread has ended", kind=job.kind, job=job.id, err=err)
