@@ -17,29 +17,54 @@ from jobq.errors import (
 )
 from jobq.job import Job, Outcome, Ran
 from jobq.kind import Kind, default_backoff
-from jobq.queue import Queue, current_job
+from jobq.limiter import Limiter
+from jobq.queue import Queue
+from jobq.runner import current_job
 from jobq.schedule import Cron, Every, Schedule
-from jobq.store import FailedStore, ScheduleStore, Store
+from jobq.store import (
+    AtOnceStore,
+    BatchStore,
+    FailedStore,
+    HoldBackStore,
+    LatestStore,
+    NotifyStore,
+    OneAtATimeStore,
+    PauseStore,
+    RenewStore,
+    ScheduleStore,
+    Store,
+    UniqueStore,
+)
 
 __all__ = [
+    "AtOnceStore",
     "BadSchedule",
+    "BatchStore",
     "ConfigError",
     "Cron",
     "Every",
     "FailedStore",
+    "HoldBackStore",
     "Job",
     "JobqError",
     "Kind",
+    "LatestStore",
+    "Limiter",
+    "NotifyStore",
+    "OneAtATimeStore",
     "Outcome",
+    "PauseStore",
     "Permanent",
     "Queue",
     "Ran",
+    "RenewStore",
     "Schedule",
     "ScheduleStore",
     "Store",
     "StoreError",
     "StoreLocked",
     "StoreUnavailable",
+    "UniqueStore",
     "ValueDoesNotFit",
     "current_job",
     "default_backoff",

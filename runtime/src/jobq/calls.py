@@ -5,9 +5,10 @@ which runs it in a thread so the loop never blocks on the database. Claims for
 all free workers go in one hop, and settles (done, retry, fail) that come in
 while one hop runs go together in the next: a thread hop costs tens of
 microseconds, which would otherwise cap the loop well below what SQLite does;
-and a worker's next claim joins the settle of its last job.
-A natively async Store, or one with batch claims, plugs in here without
-touching the loop.
+and a worker's next claim joins the settle of its last job. A ``BatchStore``
+claims for every free worker in one statement and settles what met in a hop
+in one ``settle_many``; any other store is called once per job, in the same hop.
+A natively async Store plugs in here without touching the loop.
 """
 
 from __future__ import annotations
@@ -15,19 +16,23 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from jobq.job import Job
-from jobq.store import ScheduleStore, Store
+from jobq.log import say
+from jobq.store import BatchStore, HoldBackStore, RenewStore, ScheduleStore, Store
 
-__all__ = ["StoreCalls"]
+__all__ = ["Settle", "StoreCalls"]
 
 R = TypeVar("R")
 
 Settle = Literal["done", "retry", "fail"]
+
+_Call = tuple[Callable[..., Any], tuple[object, ...], "asyncio.Future[Any]"]
 
 
 class StoreCalls:
@@ -36,25 +41,44 @@ class StoreCalls:
     def __init__(self, store: Store, executor: ThreadPoolExecutor | None = None) -> None:
         self.store = store
         self._executor = executor
-        self._batch: list[tuple[Callable[..., Any], tuple[object, ...], asyncio.Future[Any]]] = []
+        self._batch: list[_Call] = []
+        self._settles: list[tuple[Settle, Job, asyncio.Future[None]]] = []
         self._hopper: asyncio.Task[None] | None = None  # the task making hops, while there is one
 
-    async def _call(self, fn: Callable[..., R], *args: object) -> R:
+    async def call(self, fn: Callable[..., R], *args: object) -> R:
+        """``fn(*args)`` in a thread of its own hop, with the caller's context."""
         loop = asyncio.get_running_loop()
         # The caller's context goes along, as asyncio.to_thread would carry it.
-        call = functools.partial(contextvars.copy_context().run, fn, *args)
-        return await loop.run_in_executor(self._executor, call)
-
-    async def push(self, job: Job) -> None:
-        await self._call(self.store.push, job)
+        run = functools.partial(contextvars.copy_context().run, fn, *args)
+        return await loop.run_in_executor(self._executor, run)
 
     def claim(self, now: datetime, until: datetime, most: int = 1) -> asyncio.Future[list[Job]]:
         """Up to ``most`` jobs due at ``now``, held until ``until``, claimed in one go."""
         return self._batched(_claim, self.store, now, until, most)
 
     def settle(self, how: Settle, job: Job) -> asyncio.Future[None]:
-        """``store.done(job)``, ``retry`` or ``fail``."""
-        return self._batched(getattr(self.store, how), job)
+        """``store.done(job)``, ``retry`` or ``fail``, in the next hop with the settles that meet.
+
+        A failure is logged as it happens, in the store's thread, so that
+        settles queued behind a lock each say so when they fail, not together
+        at the end; the future fails with it too.
+        """
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._settles.append((how, job, future))
+        self._start_hop()
+        return future
+
+    def hold_back(self, job: Job, until: datetime) -> asyncio.Future[None]:
+        assert isinstance(self.store, HoldBackStore)  # checked by the caller
+        return self._batched(_logged(self.store.hold_back, "hold back"), job, until)
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> asyncio.Future[list[str]]:
+        assert isinstance(self.store, RenewStore)
+        return self._batched(self.store.renew, list(jobs), until)
+
+    async def push_scheduled(self, schedule: str, job: Job) -> bool:
+        assert isinstance(self.store, ScheduleStore)  # checked as the schedule was added
+        return await self.call(self.store.push_scheduled, schedule, job)
 
     def _batched(self, fn: Callable[..., R], *args: object) -> asyncio.Future[R]:
         """Call ``fn`` in the next hop: calls that come in while one hop runs share the next.
@@ -62,22 +86,37 @@ class StoreCalls:
         The call is queued at once, not when the caller next awaits, so that as
         a worker settles its job, the claim for its next one joins the same hop.
         """
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[R] = loop.create_future()
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._batch.append((fn, args, future))
-        if self._hopper is None:
-            self._hopper = loop.create_task(self._hop())
+        self._start_hop()
         return future
+
+    def _start_hop(self) -> None:
+        if self._hopper is None:
+            self._hopper = asyncio.get_running_loop().create_task(self._hop())
 
     async def _hop(self) -> None:
         try:
-            while self._batch:
+            while self._batch or self._settles:
+                settles, self._settles = self._settles, []
                 batch, self._batch = self._batch, []
+                # Settles first: a claim in the same hop then sees the limits they freed.
+                calls: list[_Call] = []
+                if settles and isinstance(self.store, BatchStore):
+                    together: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                    calls.append((_settle_many, (self.store, settles), together))
+                    together.add_done_callback(functools.partial(_fan_out, settles))
+                else:
+                    calls += [
+                        (_logged(getattr(self.store, how), how), (job,), future)
+                        for how, job, future in settles
+                    ]
+                calls += batch
                 try:
-                    outcomes = await self._call(_each, [(fn, args) for fn, args, _ in batch])
+                    outcomes = await self.call(_each, [(fn, args) for fn, args, _ in calls])
                 except BaseException as e:  # the pool is gone: every call of the batch failed
-                    outcomes = [(False, e)] * len(batch)
-                for (_, _, future), (ok, value) in zip(batch, outcomes, strict=True):
+                    outcomes = [(False, e)] * len(calls)
+                for (_, _, future), (ok, value) in zip(calls, outcomes, strict=True):
                     if future.done():  # its caller was cancelled; the call happened anyway
                         continue
                     if ok:
@@ -87,16 +126,62 @@ class StoreCalls:
         finally:
             self._hopper = None
 
-    async def push_scheduled(self, schedule: str, job: Job) -> bool:
-        assert isinstance(self.store, ScheduleStore)  # checked as the schedule was added
-        return await self._call(self.store.push_scheduled, schedule, job)
-
 
 def _claim(store: Store, now: datetime, until: datetime, most: int) -> list[Job]:
+    if isinstance(store, BatchStore):
+        return store.claim_many(now, until, most)
     jobs: list[Job] = []
     while len(jobs) < most and (job := store.claim(now, until)) is not None:
         jobs.append(job)
     return jobs
+
+
+def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> None:
+    by: dict[Settle, list[Job]] = {"done": [], "retry": [], "fail": []}
+    for how, job, _ in settles:
+        by[how].append(job)
+    try:
+        store.settle_many(done=by["done"], retry=by["retry"], fail=by["fail"])
+    except Exception as e:
+        ids = ",".join(job.id for _, job, _ in settles)
+        say(
+            logging.ERROR,
+            "the store failed to settle jobs; they run again after their hold",
+            job=ids,
+            err=e,
+        )
+        raise
+
+
+def _fan_out(settles: list[tuple[Settle, Job, asyncio.Future[None]]], together: Any) -> None:
+    for _, _, future in settles:
+        if future.done():
+            continue
+        error = together.exception()
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
+
+def _logged(fn: Callable[..., R], what: str) -> Callable[..., R]:
+    """``fn``, logging its failure as it happens, with the job it was given."""
+
+    def call(job: Job, *args: object) -> R:
+        try:
+            return fn(job, *args)
+        except Exception as e:
+            say(
+                logging.ERROR,
+                f"the store failed to {what} a job; it runs again after its hold",
+                kind=job.kind,
+                job=job.id,
+                attempt=job.attempts,
+                err=e,
+            )
+            raise
+
+    return call
 
 
 def _each(calls: list[tuple[Callable[..., Any], tuple[object, ...]]]) -> list[tuple[bool, Any]]:

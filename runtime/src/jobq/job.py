@@ -29,6 +29,7 @@ class Job:
     one_at_a_time: bool = False  # held with `key` for as long as the job is kept
     at_once: int = 0  # the kind's limit: 0 for none
     carried: dict[str, str] | None = None
+    priority: int = 0  # of due jobs, the higher is claimed first
 
 
 class Outcome(enum.Enum):

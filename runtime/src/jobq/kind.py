@@ -1,19 +1,26 @@
-"""A kind of job: its name, its handler, its options, and the pushes that make its jobs."""
+"""A kind of job: its name, its handler, its options, and the typed handle that pushes its jobs.
+
+A ``Kind`` knows nothing of the queue's insides: it makes a job from a value
+and hands it to its home (the queue that registered it, through the small
+``_Home`` protocol below), which decides how the store keeps it.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from jobq.errors import ConfigError
 from jobq.job import Job, utc
+from jobq.limiter import Limiter
 from jobq.value import Codec
 
 if TYPE_CHECKING:
-    from jobq.queue import Queue
     from jobq.schedule import Schedule
     from jobq.store import Store
 
@@ -52,76 +59,124 @@ class Options:
 
     attempts: int = 10  # runs before a job fails for good
     backoff: Backoff = default_backoff
-    timeout: float = 60.0  # seconds a run may take; the claim's hold is the longest plus a minute
+    timeout: float = 60.0  # seconds a run may take before its handler is cancelled
     on_fail: OnFail[Any] | None = None
+    priority: int = 0  # of due jobs, the higher is claimed first
+    unique: bool = False  # one waiting job per value: a push while one waits pushes nothing
+    latest: bool = False  # a unique push moves the waiting job to its own time
+    one_at_a_time: bool = False  # no job runs while another of its value does
+    at_once: int = 0  # at most this many of the kind run at once, on every instance: 0 for no limit
+    rate: Limiter | None = None  # asked as each job is claimed; refused jobs wait in the store
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ConfigError(f"attempts must be 1 or more, not {self.attempts}")
         if self.timeout <= 0:
             raise ConfigError(f"timeout must be more than 0 seconds, not {self.timeout}")
+        if self.at_once < 0:
+            raise ConfigError(f"at_once must be 1 or more (0 for no limit), not {self.at_once}")
+        if (self.latest or self.one_at_a_time) and not self.unique:
+            option = "latest" if self.latest else "one_at_a_time"
+            raise ConfigError(f"{option}=True is an option of unique kinds: add unique=True")
+        if self.rate is not None and not isinstance(self.rate, Limiter):
+            raise ConfigError(
+                f"rate must be a jobq.Limiter (a `take(name) -> float` method), not {self.rate!r}"
+            )
+
+
+class _Home(Protocol):
+    """What a kind needs of the queue that registered it."""
+
+    def _push(self, kind: Kind[Any], job: Job, store: Store | None) -> str: ...
+
+    async def _apush(self, kind: Kind[Any], job: Job, store: Store | None) -> str: ...
+
+    def _add_schedule(self, kind: Kind[Any], schedule: Schedule, job: Job) -> None: ...
 
 
 class Kind(Generic[T]):
     """The jobs of one name, run by one handler: push them with ``push`` or ``push_at``.
 
     Made by ``Queue.kind`` or ``Queue.handle``; ``T`` is the handler's value type.
+    A push returns the job's ID; a push of a unique kind whose job with the
+    same value waits already pushes nothing and returns ``""`` (with
+    ``latest=True`` it moves that job and returns its ID).
     """
 
     def __init__(
-        self, queue: Queue, name: str, handler: Handler[T], codec: Codec[T], options: Options
+        self, home: _Home, name: str, handler: Handler[T], codec: Codec[T], options: Options
     ) -> None:
-        self.queue = queue
+        self._home = home
         self.name = name
         self.handler = handler
         self.codec = codec
         self.options = options
-        self.scheduled: tuple[Schedule, str] | None = None  # the schedule and the value's JSON
 
     def __repr__(self) -> str:
         return f"<Kind {self.name!r} of {self.codec.type!r}>"
 
-    def job(self, value: T, run_at: datetime) -> Job:
+    def job(self, value: T, run_at: datetime, *, priority: int | None = None) -> Job:
         """A new job of this kind; raises ValueDoesNotFit when the value is not one it takes."""
-        return Job(kind=self.name, payload=self.codec.encode(value), run_at=utc(run_at))
+        payload = self.codec.encode(value)
+        options = self.options
+        return Job(
+            kind=self.name,
+            payload=payload,
+            run_at=utc(run_at),
+            key=key_of(payload) if options.unique else "",
+            one_at_a_time=options.one_at_a_time,
+            at_once=options.at_once,
+            priority=options.priority if priority is None else priority,
+        )
 
-    def push(self, value: T, *, store: Store | None = None) -> str:
-        """Push a job due now and return its ID.
+    def push(self, value: T, *, store: Store | None = None, priority: int | None = None) -> str:
+        """Push a job due now and return its ID ("" when a unique kind pushed nothing).
 
         Through the queue's store, the queue wakes at once. Through ``store``,
         one bound to the app's open transaction, the job is kept as that
         transaction commits, or not at all: call ``queue.wake()`` after the commit.
+        ``priority`` overrides the kind's for this job.
         """
-        return self.push_at(datetime.now(UTC), value, store=store)
+        return self.push_at(datetime.now(UTC), value, store=store, priority=priority)
 
-    def push_at(self, at: datetime, value: T, *, store: Store | None = None) -> str:
+    def push_at(
+        self, at: datetime, value: T, *, store: Store | None = None, priority: int | None = None
+    ) -> str:
         """Push a job due at ``at`` (an aware datetime) and return its ID."""
-        job = self.job(value, at)
-        target = self.queue.store if store is None else store
-        target.push(job)
-        if target is self.queue.store:
-            self.queue.pushed(job.run_at)
-        return job.id
+        return self._home._push(self, self.job(value, at, priority=priority), store)
 
-    async def apush(self, value: T, *, store: Store | None = None) -> str:
+    async def apush(
+        self, value: T, *, store: Store | None = None, priority: int | None = None
+    ) -> str:
         """``push``, from async code: the store is called in a thread."""
-        return await self.apush_at(datetime.now(UTC), value, store=store)
+        return await self.apush_at(datetime.now(UTC), value, store=store, priority=priority)
 
-    async def apush_at(self, at: datetime, value: T, *, store: Store | None = None) -> str:
+    async def apush_at(
+        self, at: datetime, value: T, *, store: Store | None = None, priority: int | None = None
+    ) -> str:
         """``push_at``, from async code: the store is called in a thread."""
-        job = self.job(value, at)
-        target = self.queue.store if store is None else store
-        await self.queue.calls_for(target).push(job)
-        if target is self.queue.store:
-            self.queue.pushed(job.run_at)
-        return job.id
+        return await self._home._apush(self, self.job(value, at, priority=priority), store)
 
     def schedule(self, schedule: Schedule, value: T) -> None:
         """Have the queue push a job of this kind, with ``value``, at each time of ``schedule``.
 
         Every instance of the app pushes each run and the store lets one win,
         so this needs a ScheduleStore. A run missed while the app was down runs
-        once as it starts; a new schedule's first run is its next time. Raises
+        once as it starts; a new schedule's first run is its next time. For a
+        unique kind, a job of the value that waits is the run. Raises
         ConfigError when the kind has a schedule already or the queue runs.
         """
-        self.queue.add_schedule(self, schedule, self.codec.encode(value))
+        # The value is checked here, as the app starts; its time is the schedule's.
+        self._home._add_schedule(self, schedule, self.job(value, datetime.now(UTC)))
+
+
+def key_of(payload: str) -> str:
+    """A unique kind's key: the SHA-256 of the value's canonical JSON, in hex.
+
+    Canonical: keys sorted, no spaces, so two values whose JSON says the same
+    have one key whatever order their fields were written in.
+    """
+    canonical = json.dumps(
+        json.loads(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,55 +1,41 @@
-"""The queue: kinds registered as the app starts, and the loop that runs their jobs."""
+"""The queue: the kinds and schedules an app registers as it starts, and the pushes of their jobs.
+
+Running them is a runner's work (``jobq.runner``): each ``run()`` and each
+drain makes one, which owns that run's state and goes with it.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import heapq
 import inspect
-import logging
-import threading
-import time
+import typing
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import pydantic
-
 from jobq.calls import StoreCalls
-from jobq.errors import ConfigError, Permanent, ValueDoesNotFit
-from jobq.job import Job, Outcome, Ran
+from jobq.errors import ConfigError
 from jobq.kind import Backoff, Handler, Kind, OnFail, Options, default_backoff, seconds
-from jobq.log import say
-from jobq.store import ScheduleStore, Store
+from jobq.limiter import Limiter
+from jobq.runner import Runner, running_loop
+from jobq.store import (
+    AtOnceStore,
+    HoldBackStore,
+    LatestStore,
+    OneAtATimeStore,
+    ScheduleStore,
+    Store,
+    UniqueStore,
+)
 from jobq.value import Codec, value_type
 
 if TYPE_CHECKING:
+    from jobq.job import Job, Ran
     from jobq.schedule import Schedule
 
-__all__ = ["Queue", "current_job"]
+__all__ = ["Queue"]
 
 T = TypeVar("T")
-
-_current: contextvars.ContextVar[Job] = contextvars.ContextVar("jobq.current_job")
-
-
-def current_job() -> Job:
-    """The job the calling handler runs: its ID, its attempt (1 for the first), its time.
-
-    Inside a handler, ``on_fail`` and what they call, in threads too; anywhere
-    else, raises LookupError.
-    """
-    try:
-        return _current.get()
-    except LookupError:
-        raise LookupError("current_job() is for code that a job's handler runs") from None
-
-
-# A claim holds its job this much longer than the longest timeout of any kind,
-# so a job is claimed again only once its worker is surely gone.
-_HOLD_MARGIN = timedelta(minutes=1)
 
 
 class Queue:
@@ -65,6 +51,7 @@ class Queue:
         workers: int = 4,
         poll: float = 5.0,  # seconds between asks for jobs another instance pushed
         grace: float = 20.0,  # seconds running jobs get to finish as the queue stops
+        hold: float = 30.0,  # seconds a claim holds its job, renewed while it runs
         observe: Callable[[Ran], None] | None = None,
     ) -> None:
         if not isinstance(store, Store):
@@ -73,27 +60,19 @@ class Queue:
             )
         if workers < 1:
             raise ConfigError(f"workers must be 1 or more, not {workers}")
-        if poll <= 0 or grace < 0:
-            raise ConfigError("poll must be more than 0 seconds, and grace 0 or more")
+        if poll <= 0 or grace < 0 or hold <= 0:
+            raise ConfigError("poll and hold must be more than 0 seconds, and grace 0 or more")
         self.store = store
         self.workers = workers
         self.poll = poll
         self.grace = grace
+        self.hold = hold
         self.observe = observe
         self._kinds: dict[str, Kind[Any]] = {}
-        self._started = False
-        # Handlers that are plain functions run here; store calls in a pool of their own,
-        # so a slow handler never keeps the loop from claiming or settling.
-        self._handler_threads: ThreadPoolExecutor | None = None
-        self._calls = StoreCalls(store)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wakeup: asyncio.Event | None = None
-        self._run_task: asyncio.Task[None] | None = None
-        self._stop_asked = False
-        self._due_times: list[datetime] = []  # future jobs pushed from here: wake at their time
-        self._due_lock = threading.Lock()
-        self._free = 0  # workers with no job, while running
-        self._freed = asyncio.Event()
+        self._schedules: dict[str, tuple[Schedule, Job]] = {}  # by kind: when, and the run's job
+        self._started = False  # no kind or schedule is added once the queue has run
+        self._runner: Runner | None = None  # the run under way, if any
+        self._calls = StoreCalls(store)  # for pushes from async code: each in a thread
 
     # Registration
 
@@ -105,6 +84,12 @@ class Queue:
         backoff: Backoff = default_backoff,
         timeout: float | timedelta = 60.0,
         on_fail: OnFail[Any] | None = None,
+        priority: int = 0,
+        unique: bool = False,
+        latest: bool = False,
+        one_at_a_time: bool = False,
+        at_once: int = 0,
+        rate: Limiter | None = None,
     ) -> Callable[[Handler[T]], Kind[T]]:
         """Register the decorated function as the handler of the kind ``name``.
 
@@ -114,11 +99,24 @@ class Queue:
             async def welcome_mail(job: WelcomeMail) -> None: ...
 
             welcome_mail.push(WelcomeMail(user=7))
+
+        The options are ``Options``'s; docs/jobs.md tells each one's promises.
         """
 
         def register(handler: Handler[T]) -> Kind[T]:
             return self.handle(
-                name, handler, attempts=attempts, backoff=backoff, timeout=timeout, on_fail=on_fail
+                name,
+                handler,
+                attempts=attempts,
+                backoff=backoff,
+                timeout=timeout,
+                on_fail=on_fail,
+                priority=priority,
+                unique=unique,
+                latest=latest,
+                one_at_a_time=one_at_a_time,
+                at_once=at_once,
+                rate=rate,
             )
 
         return register
@@ -132,10 +130,18 @@ class Queue:
         backoff: Backoff = default_backoff,
         timeout: float | timedelta = 60.0,
         on_fail: OnFail[T] | None = None,
+        priority: int = 0,
+        unique: bool = False,
+        latest: bool = False,
+        one_at_a_time: bool = False,
+        at_once: int = 0,
+        rate: Limiter | None = None,
     ) -> Kind[T]:
         """Register ``handler`` for the kind ``name`` and return the Kind to push with.
 
-        Raises ConfigError when the name has a handler already, or once the queue runs.
+        Raises ConfigError when the name has a handler already, once the queue
+        runs, when ``on_fail`` takes another type than the handler, and when
+        the store lacks the extra an option needs.
         """
         if self._started:
             raise ConfigError(f"kind {name!r}: register kinds before the queue runs")
@@ -145,53 +151,83 @@ class Queue:
             raise ConfigError(f"kind {name!r} has a handler already")
         codec: Codec[T] = Codec(name, value_type(name, handler))
         options = Options(
-            attempts=attempts, backoff=backoff, timeout=seconds(timeout), on_fail=on_fail
+            attempts=attempts,
+            backoff=backoff,
+            timeout=seconds(timeout),
+            on_fail=on_fail,
+            priority=priority,
+            unique=unique,
+            latest=latest,
+            one_at_a_time=one_at_a_time,
+            at_once=at_once,
+            rate=rate,
         )
+        if on_fail is not None:
+            _check_on_fail(name, on_fail, codec.type)
+        _check_extras(name, options, self.store, "the queue's store")
         kind = Kind(self, name, handler, codec, options)
         self._kinds[name] = kind
         return kind
-
-    def add_schedule(self, kind: Kind[Any], schedule: Schedule, payload: str) -> None:
-        if self._started:
-            raise ConfigError(f"kind {kind.name!r}: add schedules before the queue runs")
-        if kind.scheduled is not None:
-            raise ConfigError(f"kind {kind.name!r} has a schedule already: {kind.scheduled[0]}")
-        if not isinstance(self.store, ScheduleStore):
-            raise ConfigError(
-                f"kind {kind.name!r}: a schedule needs a store that keeps the runs it pushed "
-                f"(a jobq.ScheduleStore, with push_scheduled); {type(self.store).__name__} is not"
-            )
-        kind.scheduled = (schedule, payload)
 
     @property
     def kinds(self) -> dict[str, Kind[Any]]:
         """The registered kinds, by name."""
         return dict(self._kinds)
 
+    def _add_schedule(self, kind: Kind[Any], schedule: Schedule, job: Job) -> None:
+        if self._started:
+            raise ConfigError(f"kind {kind.name!r}: add schedules before the queue runs")
+        if kind.name in self._schedules:
+            had = self._schedules[kind.name][0]
+            raise ConfigError(f"kind {kind.name!r} has a schedule already: {had}")
+        if not isinstance(self.store, ScheduleStore):
+            raise ConfigError(
+                f"kind {kind.name!r}: a schedule needs a store that keeps the runs it pushed "
+                f"(a jobq.ScheduleStore, with push_scheduled); {type(self.store).__name__} is not"
+            )
+        self._schedules[kind.name] = (schedule, job)
+
     # Pushes
 
-    def calls_for(self, store: Store) -> StoreCalls:
-        return self._calls if store is self.store else StoreCalls(store)
+    def _push(self, kind: Kind[Any], job: Job, store: Store | None) -> str:
+        target = self._target(kind, store)
+        pushed = _push_to(target, kind.options, job)
+        if pushed and target is self.store:
+            self._pushed(job)
+        return job.id if pushed else ""
 
-    def pushed(self, run_at: datetime) -> None:
-        """A job was pushed through the queue's store: run it now, or at its time."""
-        if run_at > datetime.now(UTC):
-            with self._due_lock:
-                heapq.heappush(self._due_times, run_at)
-        self.wake()
+    async def _apush(self, kind: Kind[Any], job: Job, store: Store | None) -> str:
+        target = self._target(kind, store)
+        calls = self._calls if target is self.store else StoreCalls(target)
+        pushed = await calls.call(_push_to, target, kind.options, job)
+        if pushed and target is self.store:
+            self._pushed(job)
+        return job.id if pushed else ""
+
+    def _target(self, kind: Kind[Any], store: Store | None) -> Store:
+        if store is None:
+            return self.store
+        if not isinstance(store, Store):
+            raise ConfigError(
+                f"kind {kind.name!r}: store={store!r} is not a jobq.Store; give the app's "
+                f"store bound to its transaction, such as jobs.bind(connection)"
+            )
+        _check_extras(kind.name, kind.options, store, "the store it is pushed through")
+        return store
+
+    def _pushed(self, job: Job) -> None:
+        runner = self._runner
+        if runner is not None:
+            runner.pushed(job.run_at)
 
     def wake(self) -> None:
         """Have the queue look for due jobs now: after a push through a transaction commits.
 
         Safe to call from any thread, and when the queue isn't running (it does nothing).
         """
-        loop, wakeup = self._loop, self._wakeup
-        if loop is None or wakeup is None or loop.is_closed():
-            return
-        if _running_loop() is loop:
-            wakeup.set()
-        else:
-            loop.call_soon_threadsafe(wakeup.set)
+        runner = self._runner
+        if runner is not None:
+            runner.wake()
 
     # Running
 
@@ -199,392 +235,25 @@ class Queue:
         """Run jobs as they come due, until cancelled or told to ``stop()``.
 
         Then takes no more jobs, gives those running ``grace`` seconds to
-        finish, cancels the rest and puts them back, due at once.
+        finish, cancels the rest and puts them back, due at once. A side task
+        that fails with a bug (a schedule whose ``next_after`` raises) is
+        logged and ends ``run()`` with its error, after that same graceful stop;
+        a store that fails is logged and tried again after a poll.
         """
-        if self._run_task is not None:
+        if self._runner is not None:
             raise ConfigError("the queue runs already")
         self._started = True
-        self._loop = asyncio.get_running_loop()
-        self._wakeup = asyncio.Event()
-        self._run_task = asyncio.current_task()
-        self._stop_asked = False
-        self._handler_threads = ThreadPoolExecutor(self.workers, thread_name_prefix="jobq-job")
-        store_threads = ThreadPoolExecutor(self.workers + 2, thread_name_prefix="jobq-store")
-        self._calls = StoreCalls(self.store, store_threads)
-        self._free = self.workers
-        self._freed = asyncio.Event()
-        running: set[asyncio.Task[None]] = set()
-        side = [
-            asyncio.create_task(self._push_schedules(kind), name=f"jobq schedule {kind.name}")
-            for kind in self._kinds.values()
-            if kind.scheduled is not None
-        ]
-        say(logging.INFO, "the queue runs", workers=self.workers, kinds=len(self._kinds))
+        self._runner = runner = Runner(self, self._kinds, self._schedules)
         try:
-            while True:
-                if self._free == 0:
-                    self._freed.clear()
-                    await self._freed.wait()
-                    continue
-                for job in await self._claim_or_wait():
-                    self._free -= 1
-                    task = asyncio.create_task(self._work(job), name=f"jobq job {job.id}")
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-        except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if self._stop_asked and me is not None:
-                me.uncancel()  # our own stop(): return normally below
-            else:
-                raise
+            await runner.run()
         finally:
-            for t in side:
-                t.cancel()
-            await self._stop(running)
-            await asyncio.gather(*side, return_exceptions=True)
-            self._handler_threads.shutdown(wait=False, cancel_futures=True)
-            self._handler_threads = None
-            store_threads.shutdown(wait=False)
-            self._calls = StoreCalls(self.store)
-            self._run_task = self._wakeup = self._loop = None
-            say(logging.INFO, "the queue stopped")
+            self._runner = None
 
     def stop(self) -> None:
         """Have ``run()`` stop gracefully and return. Safe to call from any thread."""
-        loop, task = self._loop, self._run_task
-        if loop is None or task is None:
-            return
-        self._stop_asked = True
-        if _running_loop() is loop:
-            task.cancel()
-        else:
-            loop.call_soon_threadsafe(task.cancel)
-
-    async def _claim_or_wait(self) -> list[Job]:
-        """Claim a job for each free worker, in one go; with none due, wait for one."""
-        assert self._wakeup is not None
-        self._wakeup.clear()  # a push from now on wakes the wait below
-        now = datetime.now(UTC)
-        claim = self._calls.claim(now, now + self._hold(), self._free)
-        try:
-            jobs = await asyncio.shield(claim)
-        except asyncio.CancelledError:
-            await self._put_back_claimed(claim)
-            raise
-        except Exception as e:
-            say(
-                logging.ERROR,
-                "the store failed to claim a job; trying again after a poll",
-                trace=e,
-                err=e,
-            )
-            await self._wait(self.poll)
-            return []
-        if not jobs:
-            await self._wait(self._until_next_due(now))
-        return jobs
-
-    async def _put_back_claimed(self, claim: asyncio.Future[list[Job]]) -> None:
-        """The queue stopped as a claim ran in its thread: let its jobs go, due as they were.
-
-        Otherwise they would wait out their hold, a minute or more, for nobody.
-        Their claim's attempt still counts, as the store has no way to take it back.
-        """
-        try:
-            jobs = await claim
-        except Exception:
-            return  # it claimed nothing
-        for job in jobs:
-            try:
-                await self._calls.settle("retry", job)
-            except Exception as e:
-                say(logging.ERROR, "the store failed to put a job back", job=job.id, err=e)
-
-    async def _wait(self, seconds: float) -> None:
-        assert self._wakeup is not None
-        try:
-            async with asyncio.timeout(seconds):
-                await self._wakeup.wait()
-        except TimeoutError:
-            pass
-
-    def _until_next_due(self, now: datetime) -> float:
-        """Seconds to wait for work: a poll, or less when a job pushed here comes due sooner."""
-        with self._due_lock:
-            while self._due_times and self._due_times[0] <= now:
-                heapq.heappop(self._due_times)
-            if not self._due_times:
-                return self.poll
-            return min(self.poll, (self._due_times[0] - now).total_seconds())
-
-    def _hold(self) -> timedelta:
-        longest = max((k.options.timeout for k in self._kinds.values()), default=0.0)
-        return timedelta(seconds=longest) + _HOLD_MARGIN
-
-    async def _work(self, job: Job) -> None:
-        freed = False
-
-        def free() -> None:
-            nonlocal freed
-            if not freed:
-                freed = True
-                self._free += 1
-                self._freed.set()
-
-        try:
-            await self._run_one(job, free)
-        finally:
-            free()
-
-    async def _stop(self, running: set[asyncio.Task[None]]) -> None:
-        if not running:
-            return
-        say(logging.INFO, "the queue is stopping", running=len(running), grace=self.grace)
-        _, late = await asyncio.wait(running, timeout=self.grace)
-        for task in late:
-            task.cancel()  # _run_one puts its job back, due at once
-        if late:
-            await asyncio.wait(late)
-
-    # One job
-
-    async def _run_one(self, job: Job, ran: Callable[[], None] = lambda: None) -> None:
-        """Run a claimed job and keep its outcome in the store.
-
-        ``ran`` is called as the handler returns: the worker is free for its next
-        job then, whose claim can go with this one's settle.
-        """
-        claimed_at = datetime.now(UTC)
-        waited = max(claimed_at - job.run_at, timedelta(0))
-        kind = self._kinds.get(job.kind)
-        if kind is None:
-            await self._no_handler(job, claimed_at)
-            return
-        try:
-            value = kind.codec.decode(job.payload)
-        except pydantic.ValidationError as e:
-            error = ValueDoesNotFit(
-                f"job {job.id} of kind {job.kind!r}: its value does not fit "
-                f"{getattr(kind.codec.type, '__qualname__', kind.codec.type)!r}: {e}"
-            )
-            await self._settle(kind, job, None, error, timedelta(0), waited, permanent=True)
-            return
-        started = time.monotonic()
-        _current.set(replace(job))  # this task's own context: each job runs in its own
-        try:
-            await self._call(kind, value, job)
-        except asyncio.CancelledError:
-            await self._put_back(job, kind, started, waited)
-            raise
-        except Exception as e:
-            took = timedelta(seconds=time.monotonic() - started)
-            if isinstance(e, _ThreadTimeout):
-                # The worker is busy until its thread returns, but the attempt is over.
-                thread = asyncio.ensure_future(_outlive(e.thread, job))
-                thread.add_done_callback(lambda _: ran())
-            else:
-                ran()
-            # A settle runs to its end in the store even if this task is cancelled meanwhile.
-            await self._settle(
-                kind, job, value, e, took, waited, permanent=isinstance(e, Permanent)
-            )
-            if isinstance(e, _ThreadTimeout):
-                await thread
-            return
-        took = timedelta(seconds=time.monotonic() - started)
-        ran()
-        await self._settle(kind, job, value, None, took, waited, permanent=False)
-
-    async def _call(self, kind: Kind[Any], value: Any, job: Job) -> None:
-        """Call the handler within the kind's timeout: on the loop, or in a thread."""
-        timeout = kind.options.timeout
-        if inspect.iscoroutinefunction(kind.handler):
-            try:
-                async with asyncio.timeout(timeout):
-                    await kind.handler(value)
-            except TimeoutError as e:
-                raise TimeoutError(f"the job took longer than its timeout, {timeout:g}s") from e
-            return
-        loop = asyncio.get_running_loop()
-        context = contextvars.copy_context()
-        thread = loop.run_in_executor(self._handler_threads, context.run, kind.handler, value)
-        try:
-            result = await asyncio.wait_for(asyncio.shield(thread), timeout)
-        except TimeoutError as e:
-            # A thread cannot be stopped: the attempt counts as failed now, and the
-            # worker stays taken until the thread returns.
-            raise _ThreadTimeout(
-                f"the job took longer than its timeout, {timeout:g}s (its thread runs on)", thread
-            ) from e
-        if inspect.isawaitable(result):
-            await result  # a plain def that returned a coroutine: run it here
-
-    async def _settle(
-        self,
-        kind: Kind[Any],
-        job: Job,
-        value: Any,
-        error: BaseException | None,
-        took: timedelta,
-        waited: timedelta,
-        *,
-        permanent: bool,
-    ) -> None:
-        now = datetime.now(UTC)
-        try:
-            if error is None:
-                await self._calls.settle("done", job)
-                outcome = Outcome.DONE
-            elif permanent or job.attempts >= kind.options.attempts:
-                job.error, job.failed_at = _describe(error), now
-                await self._calls.settle("fail", job)
-                outcome = Outcome.FAILED
-            else:
-                wait = seconds(kind.options.backoff(job.attempts))
-                job.error, job.run_at = _describe(error), now + timedelta(seconds=wait)
-                await self._calls.settle("retry", job)
-                self.pushed(job.run_at)
-                outcome = Outcome.RETRIED
-        except Exception as e:
-            # The hold runs out and the job runs again; that run is the one observed.
-            say(
-                logging.ERROR,
-                "the store failed to keep a job's outcome; it runs again after its hold",
-                trace=e,
-                kind=job.kind,
-                job=job.id,
-                attempt=job.attempts,
-                err=e,
-            )
-            return
-        if outcome is Outcome.RETRIED:
-            _log_failure(
-                logging.WARNING, "a job failed, and will run again", job, error, job.run_at
-            )
-        elif outcome is Outcome.FAILED:
-            _log_failure(logging.ERROR, "a job failed for good", job, error, None)
-            await self._on_fail(kind, job, value, error)
-        self._observe(
-            Ran(
-                kind=job.kind,
-                job=job.id,
-                attempt=job.attempts,
-                outcome=outcome,
-                error=error,
-                took=took,
-                waited=waited,
-            )
-        )
-
-    async def _put_back(self, job: Job, kind: Kind[Any], started: float, waited: timedelta) -> None:
-        """A job cancelled as the queue stops goes back, due at once, for the next start."""
-        job.run_at, job.error = datetime.now(UTC), "stopped with the queue before it finished"
-        try:
-            await asyncio.shield(self._calls.settle("retry", job))
-        except Exception as e:
-            say(logging.ERROR, "the store failed to put a stopped job back", job=job.id, err=e)
-            return
-        say(
-            logging.WARNING,
-            "a job was stopped with the queue, and will run again",
-            kind=job.kind,
-            job=job.id,
-            attempt=job.attempts,
-        )
-        took = timedelta(seconds=time.monotonic() - started)
-        self._observe(
-            Ran(
-                kind=kind.name,
-                job=job.id,
-                attempt=job.attempts,
-                outcome=Outcome.RETRIED,
-                error=asyncio.CancelledError(job.error),
-                took=took,
-                waited=waited,
-            )
-        )
-
-    async def _no_handler(self, job: Job, now: datetime) -> None:
-        """Another version of the app pushed it: let it go back for an instance that has one."""
-        job.run_at = now + timedelta(seconds=self.poll)
-        job.error = f"no handler for kind {job.kind!r} on this instance"
-        try:
-            await self._calls.settle("retry", job)
-        except Exception as e:
-            say(logging.ERROR, "the store failed to put a job back", job=job.id, err=e)
-            return
-        say(
-            logging.WARNING,
-            "a job's kind has no handler here, and goes back for another instance",
-            kind=job.kind,
-            job=job.id,
-        )
-
-    async def _on_fail(
-        self, kind: Kind[Any], job: Job, value: Any, error: BaseException | None
-    ) -> None:
-        on_fail = kind.options.on_fail
-        if on_fail is None:
-            return
-        if isinstance(error, ValueDoesNotFit):
-            say(
-                logging.WARNING,
-                "on_fail is not run: the job's value did not fit its type",
-                kind=job.kind,
-                job=job.id,
-            )
-            return
-        assert error is not None
-        timeout = kind.options.timeout
-        try:
-            if inspect.iscoroutinefunction(on_fail):
-                async with asyncio.timeout(timeout):
-                    await on_fail(value, error)
-            else:
-                loop = asyncio.get_running_loop()
-                call = contextvars.copy_context().run
-                await asyncio.wait_for(
-                    loop.run_in_executor(self._handler_threads, call, on_fail, value, error),
-                    timeout,
-                )
-        except Exception as e:
-            say(logging.ERROR, "on_fail failed", trace=e, kind=job.kind, job=job.id, err=e)
-
-    def _observe(self, ran: Ran) -> None:
-        if self.observe is None:
-            return
-        try:
-            self.observe(ran)
-        except Exception as e:
-            say(logging.ERROR, "observe failed", trace=e, kind=ran.kind, err=e)
-
-    # Schedules
-
-    async def _push_schedules(self, kind: Kind[Any]) -> None:
-        """Push each run of the kind's schedule ahead, once the run before it has come round."""
-        assert kind.scheduled is not None
-        schedule, payload = kind.scheduled
-        calls = self._calls
-        run_at = schedule.next_after(datetime.now(UTC))
-        while True:
-            job = Job(kind=kind.name, payload=payload, run_at=run_at)
-            try:
-                if await calls.push_scheduled(kind.name, job):
-                    self.pushed(run_at)
-            except Exception as e:
-                say(
-                    logging.ERROR,
-                    "the store failed to push a scheduled run; trying again after a poll",
-                    kind=kind.name,
-                    at=run_at,
-                    err=e,
-                )
-                await asyncio.sleep(self.poll)
-                continue
-            await asyncio.sleep(max((run_at - datetime.now(UTC)).total_seconds(), 0))
-            run_at = schedule.next_after(max(run_at, datetime.now(UTC)))
-
-    # Draining
+        runner = self._runner
+        if runner is not None:
+            runner.stop()
 
     async def adrain(self) -> int:
         """Run the jobs that are due, one at a time, until none is; return how many ran.
@@ -592,76 +261,58 @@ class Queue:
         For tests, and for programs that run what's due and exit. Unlike
         ``run()``, it leaves the queue open to more kinds.
         """
-        own_threads = self._handler_threads is None
-        if own_threads:
-            self._handler_threads = ThreadPoolExecutor(1, thread_name_prefix="jobq-drain")
-        ran = 0
-        try:
-            while True:
-                now = datetime.now(UTC)
-                jobs = await self._calls.claim(now, now + self._hold())
-                if not jobs:
-                    return ran
-                job = jobs[0]
-                # A task of its own: the job runs in a copy of the caller's context.
-                await asyncio.create_task(self._run_one(job), name=f"jobq job {job.id}")
-                ran += job.kind in self._kinds
-        finally:
-            if own_threads and self._handler_threads is not None:
-                self._handler_threads.shutdown(wait=False)
-                self._handler_threads = None
+        return await Runner(self, self._kinds, self._schedules, workers=1).drain()
 
     def drain(self) -> int:
         """``adrain()`` from synchronous code (not from inside a running event loop)."""
-        if _running_loop() is not None:
+        if running_loop() is not None:
             raise RuntimeError("drain() blocks: from async code, use `await q.adrain()`")
         return asyncio.run(self.adrain())
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
+def _push_to(store: Store, options: Options, job: Job) -> bool:
+    """Push ``job`` as its kind's options say; whether a job was pushed (or moved)."""
+    if options.latest:
+        assert isinstance(store, LatestStore)  # checked as the kind or the push began
+        store.push_latest(job)
+        return True
+    if options.unique:
+        assert isinstance(store, UniqueStore)
+        return store.push_unique(job)
+    store.push(job)
+    return True
+
+
+# What each option needs of a store: the extra, and the method that shows it.
+_NEEDS: tuple[tuple[str, type, str], ...] = (
+    ("unique", UniqueStore, "push_unique"),
+    ("latest", LatestStore, "push_latest"),
+    ("one_at_a_time", OneAtATimeStore, "keeps_one_at_a_time"),
+    ("at_once", AtOnceStore, "keeps_at_once"),
+    ("rate", HoldBackStore, "hold_back"),
+)
+
+
+def _check_extras(kind: str, options: Options, store: Store, which: str) -> None:
+    for option, extra, method in _NEEDS:
+        if getattr(options, option) and not isinstance(store, extra):
+            raise ConfigError(
+                f"kind {kind!r}: {option} needs a store that is a jobq.{extra.__name__} "
+                f"(with {method}), and {which}, {type(store).__name__}, is not"
+            )
+
+
+def _check_on_fail(kind: str, on_fail: Callable[..., object], value: Any) -> None:
+    """An ``on_fail`` whose first parameter is annotated must take the handler's value type."""
     try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error)
-    if isinstance(error, Permanent) and error.__cause__ is not None:
-        text = f"{text}: {error.__cause__}"
-    return text or type(error).__name__
-
-
-def _log_failure(
-    level: int, message: str, job: Job, error: BaseException | None, at: datetime | None
-) -> None:
-    when = {} if at is None else {"at": at.isoformat(timespec="milliseconds")}
-    err = _describe(error) if error is not None else ""
-    say(
-        level,
-        message,
-        trace=error,
-        kind=job.kind,
-        job=job.id,
-        attempt=job.attempts,
-        **when,
-        err=err,
-    )
-
-
-class _ThreadTimeout(TimeoutError):
-    """A plain-function handler ran past its timeout; its thread runs on."""
-
-    def __init__(self, message: str, thread: asyncio.Future[Any]) -> None:
-        super().__init__(message)
-        self.thread = thread
-
-
-async def _outlive(thread: asyncio.Future[Any], job: Job) -> None:
-    """Wait out a handler's thread that ran past its timeout, logging how it ended."""
-    try:
-        await thread
-        err = ""
-    except Exception as e:
-        err = str(e)
-    say(logging.INFO, "a timed-out job's thread has ended", kind=job.kind, job=job.id, err=err)
+        first = next(iter(inspect.signature(on_fail).parameters.values()), None)
+        hints = typing.get_type_hints(on_fail)
+    except Exception:  # a callable whose signature or hints cannot be read: nothing to check
+        return
+    if first is None or first.name not in hints:
+        return
+    if hints[first.name] != value:
+        raise ConfigError(
+            f"kind {kind!r}: on_fail takes {hints[first.name]!r}, and the handler takes "
+            f"{value!r}: on_fail is given the job's value, so it must take the same type"
+        )

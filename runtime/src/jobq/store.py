@@ -4,16 +4,33 @@ Every method is synchronous: one SQL implementation then serves sync apps,
 async apps, the app's own transactions and its commands. Times are aware UTC
 datetimes; an ID is a string. A Store has an extra by having its methods, so
 ``isinstance(store, FailedStore)`` tells the queue what it may rely on.
+
+Each promise below is a test of ``jobq.testing.StoreSuite``; ``docs/store.md``
+says how the SQL stores keep them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from jobq.job import Job
 
-__all__ = ["FailedStore", "ScheduleStore", "Store"]
+__all__ = [
+    "AtOnceStore",
+    "BatchStore",
+    "FailedStore",
+    "HoldBackStore",
+    "LatestStore",
+    "NotifyStore",
+    "OneAtATimeStore",
+    "PauseStore",
+    "RenewStore",
+    "ScheduleStore",
+    "Store",
+    "UniqueStore",
+]
 
 
 @runtime_checkable
@@ -21,18 +38,24 @@ class Store(Protocol):
     """Keeps jobs from the moment they are pushed until they have run."""
 
     def push(self, job: Job) -> None:
-        """Keep a new job, due at ``job.run_at``, and set ``job.id``."""
+        """Keep a new job, due at ``job.run_at``, and set ``job.id``.
+
+        An ID is never given to a second job, even after the first is done and
+        gone: the settles' fence is (ID, attempts), and a reused ID would let a
+        stalled worker's late settle reach a job it never claimed.
+        """
         ...
 
     def claim(self, now: datetime, until: datetime) -> Job | None:
-        """Hold the job due soonest at ``now`` that no claim holds.
+        """Hold the job to run next at ``now`` that no claim holds.
 
-        Holds it until ``until``, adds one to its ``attempts`` and returns it;
-        returns None when no job is due. Of claims at once, from any number of
-        threads or processes, no two get the same job while its hold lasts.
-        Jobs due at the same time come in the order they were pushed. A failed
-        job is never claimed; a job whose hold ran out (its worker was killed)
-        is claimed again.
+        Of the jobs due at ``now``, that is the one of highest ``priority``,
+        then due soonest, then pushed first. Holds it until ``until``, adds one
+        to its ``attempts`` and returns it; returns None when no job is due.
+        Of claims at once, from any number of threads or processes, no two get
+        the same job while its hold lasts. A failed job is never claimed; a job
+        whose hold ran out (its worker was killed) is claimed again. A store
+        with the limit extras keeps their promises here too.
         """
         ...
 
@@ -60,7 +83,10 @@ class FailedStore(Store, Protocol):
     """A Store that lists the jobs that failed for good and runs them again."""
 
     def failed(self) -> list[Job]:
-        """The jobs that failed for good, with ``error`` and ``failed_at``, the latest first."""
+        """The jobs that failed for good, with ``error`` and ``failed_at``, the latest first.
+
+        Each with its ``key`` when it has one.
+        """
         ...
 
     def run_again(self, id: str, at: datetime) -> bool:
@@ -78,6 +104,154 @@ class ScheduleStore(Store, Protocol):
         Pushes nothing when a run of ``schedule`` due then or later was pushed
         already, so runs only move forward. Keeps the run and pushes the job
         together or not at all: of several pushes of one run at once, exactly
-        one pushes it.
+        one pushes it. When the store is a UniqueStore and ``job.key`` is set,
+        a job of its kind and key that waits *is* the run: the run is kept and
+        no job is pushed (the method still says True).
+        """
+        ...
+
+
+@runtime_checkable
+class UniqueStore(Store, Protocol):
+    """A Store that keeps, for each waiting job of a unique kind, its value's key."""
+
+    def push_unique(self, job: Job) -> bool:
+        """Push ``job`` unless a job of its kind and ``job.key`` waits; say whether it did.
+
+        "Waits" means pushed and not yet claimed, or put back by ``hold_back``:
+        a claim lets the key go (so a push while the job runs is pushed, and
+        runs too), and ``retry`` does not take it back. Of pushes of one key at
+        once, exactly one pushes. When it pushes nothing, ``job.id`` is set to
+        the waiting job's ID, and the waiting job is left as it was.
+        """
+        ...
+
+
+@runtime_checkable
+class LatestStore(UniqueStore, Protocol):
+    """A UniqueStore whose pushes can move the job that waits to their own time."""
+
+    def push_latest(self, job: Job) -> None:
+        """Push ``job``, or give the job of its kind and key that waits ``job.run_at``.
+
+        Either way ``job.id`` is the ID of the job that waits now. Moving a job
+        leaves the rest of it (value, attempts, what it carried) as it was.
+        """
+        ...
+
+
+@runtime_checkable
+class OneAtATimeStore(UniqueStore, Protocol):
+    """A UniqueStore that claims no job while a claim holds another of its kind and key."""
+
+    def keeps_one_at_a_time(self) -> None:
+        """Does nothing: its being here says the store keeps this promise.
+
+        A job pushed with ``one_at_a_time`` keeps it, and its ``key``, for as
+        long as the store keeps the job. A claim passes over such a job while a
+        claim holds another of its kind and key with ``one_at_a_time``, on any
+        instance: of claims at once, at most one gets a job of a key. Nothing
+        stays locked while the job runs: the hold is what counts, so once it is
+        done, failed, put back or its hold ran out, the next may be claimed.
+        """
+
+
+@runtime_checkable
+class AtOnceStore(Store, Protocol):
+    """A Store that claims no more of a kind than its ``at_once`` at a time."""
+
+    def keeps_at_once(self) -> None:
+        """Does nothing: its being here says the store keeps this promise.
+
+        A job pushed with ``at_once`` n > 0 keeps it. A claim passes over such a
+        job while n jobs of its kind are held (every held job of the kind
+        counts, one pushed before the kind had a limit too), on every instance
+        together: of claims at once, no more than n are held.
+        """
+
+
+@runtime_checkable
+class HoldBackStore(Store, Protocol):
+    """A Store that puts a claimed job back as if unclaimed, and holds its kind back."""
+
+    def hold_back(self, job: Job, until: datetime) -> None:
+        """Put a claimed job back as its claim found it; claim none of its kind before ``until``.
+
+        The job is due at its ``run_at`` again, with the attempt its claim
+        added taken back, and its ``key`` again unless a job pushed as it ran
+        has that key now. The kind's time only moves forward. Like ``done``,
+        it leaves the job alone when a later claim has taken it since (but
+        still holds the kind back).
+        """
+        ...
+
+
+@runtime_checkable
+class PauseStore(Store, Protocol):
+    """A Store that pauses a kind on every instance, until a time or until resumed."""
+
+    def pause(self, kind: str, until: datetime | None) -> None:
+        """Claim no job of ``kind`` until ``until`` (None: until ``resume``)."""
+        ...
+
+    def resume(self, kind: str) -> bool:
+        """Let ``kind``'s jobs be claimed again; say whether it was paused."""
+        ...
+
+    def paused(self, now: datetime) -> dict[str, datetime | None]:
+        """The kinds paused at ``now``, each with the time it is paused until (None: for good)."""
+        ...
+
+
+@runtime_checkable
+class BatchStore(Store, Protocol):
+    """A Store that claims and settles many jobs in one go."""
+
+    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
+        """Up to ``most`` jobs, claimed together: what ``most`` claims in a row would get.
+
+        Each job is held, counted and ordered as ``claim`` promises, and every
+        limit the store keeps holds within the batch too: no two jobs of one
+        OneAtATime key, no more of an AtOnce kind than its limit leaves, none
+        of a kind held back or paused. Fewer than ``most`` (or none) when fewer
+        may be claimed.
+        """
+        ...
+
+    def settle_many(
+        self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
+    ) -> None:
+        """``done``, ``retry`` and ``fail`` of each job given, in one go.
+
+        Each job is fenced by its ``attempts`` as the single settles are: one a
+        later claim has taken is left alone, and the others are settled.
+        """
+        ...
+
+
+@runtime_checkable
+class RenewStore(Store, Protocol):
+    """A Store whose claims' holds can be renewed while their jobs run (a heartbeat)."""
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
+        """Hold each of ``jobs`` until ``until``; return the IDs of those it renewed.
+
+        A job is renewed only while the claim that returned it still has it
+        (fenced by ``attempts``): one a later claim has taken, or that is done,
+        failed or put back, is left alone and not returned.
+        """
+        ...
+
+
+@runtime_checkable
+class NotifyStore(Store, Protocol):
+    """A Store that tells a running queue at once of a push from any instance."""
+
+    def listen(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` (from a thread of the store's) soon after each push commits.
+
+        On any instance, through any connection, in the app's transaction too.
+        Returns a function that stops listening. A lost connection is made
+        again by the store; meanwhile the queue's poll finds what was pushed.
         """
         ...

@@ -1,0 +1,127 @@
+"""What a SQL Store does that is not SQL: a job's columns, and statements through a connection.
+
+For the authors of Stores (each app's ``jobs_db.py``), so that a store file
+reads as its SQL and nothing else. It imports no database library: a
+statement is whatever the connection given to ``Through`` executes.
+
+The columns every store reads a job back with, in this order::
+
+    id, kind, payload, run_at, attempts, error, failed_at, unique_key,
+    alone_key, at_once, carried, priority
+
+``COLUMNS`` spells them for a SELECT or a RETURNING; ``job`` reads a row of
+them (a shorter row leaves the rest at their defaults).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from jobq.job import Job
+
+__all__ = [
+    "COLUMNS",
+    "Statements",
+    "Through",
+    "at",
+    "fence",
+    "insert",
+    "job",
+    "ms",
+]
+
+COLUMNS = (
+    "id, kind, payload, run_at, attempts, error, failed_at, "
+    "unique_key, alone_key, at_once, carried, priority"
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def ms(when: datetime) -> int:
+    """``when`` in Unix milliseconds, in integers so that no float rounds it."""
+    if when.utcoffset() is None:
+        raise ValueError(
+            f"{when!r} has no time zone: give an aware datetime, such as datetime.now(UTC)"
+        )
+    return (when - _EPOCH) // _MS
+
+
+def at(millis: int) -> datetime:
+    """The aware UTC datetime of Unix milliseconds ``millis``."""
+    return _EPOCH + millis * _MS
+
+
+def insert(job: Job) -> dict[str, Any]:
+    """The parameters of a new job's INSERT, by column name.
+
+    ``unique_key`` is the key only for a unique push (``unique``): a plain push
+    of a job with a key keeps no unique key. ``alone_key`` is the key while
+    the job is one at a time, else None; ``at_once`` None for no limit.
+    """
+    return {
+        "kind": job.kind,
+        "payload": job.payload,
+        "run_at": ms(job.run_at),
+        "unique_key": job.key or None,
+        "alone_key": job.key if job.one_at_a_time and job.key else None,
+        "at_once": job.at_once or None,
+        "carried": None if not job.carried else json.dumps(job.carried, sort_keys=True),
+        "priority": job.priority,
+    }
+
+
+def fence(job: Job) -> dict[str, Any]:
+    """The parameters that pick a claimed job while its claim still has it: id and attempts."""
+    return {"id": int(job.id), "attempts": job.attempts}
+
+
+def job(row: Sequence[Any]) -> Job:
+    """A job from a row of ``COLUMNS`` (or of their first few)."""
+
+    def get(i: int) -> Any:
+        return row[i] if len(row) > i else None
+
+    failed_at, carried = get(6), get(10)
+    return Job(
+        kind=row[1],
+        payload=row[2],
+        run_at=at(int(row[3])),
+        id=str(row[0]),
+        attempts=int(row[4]),
+        error=row[5],
+        failed_at=None if failed_at is None else at(int(failed_at)),
+        key=get(7) or get(8) or "",
+        one_at_a_time=get(8) is not None,
+        at_once=int(get(9) or 0),
+        carried=None if carried is None else json.loads(carried),
+        priority=int(get(11) or 0),
+    )
+
+
+class Statements(Protocol):
+    """Runs a store's statements: rows back, or how many rows they changed."""
+
+    def rows(self, statement: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]: ...
+
+    def count(self, statement: Any, params: Mapping[str, Any]) -> int: ...
+
+
+class Through:
+    """Statements through a connection the app holds (SQLAlchemy's), in its open transaction.
+
+    The app commits or rolls it back; the store never does.
+    """
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def rows(self, statement: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self._connection.execute(statement, params)]
+
+    def count(self, statement: Any, params: Mapping[str, Any]) -> int:
+        return int(self._connection.execute(statement, params).rowcount)

@@ -1,0 +1,717 @@
+"""One run of the queue: the claim loop, the workers, the side tasks, and each job's attempt.
+
+``Queue.run()`` and each drain make a ``Runner``, which owns everything that
+lives only while jobs run (the event loop's wake-up, the worker slots, the
+thread pools, the jobs held, the side tasks) and goes with the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import heapq
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pydantic
+
+from jobq.calls import Settle, StoreCalls
+from jobq.errors import Permanent, StoreError, ValueDoesNotFit
+from jobq.job import Job, Outcome, Ran
+from jobq.kind import Kind, seconds
+from jobq.log import say
+from jobq.store import HoldBackStore, NotifyStore, RenewStore
+
+if TYPE_CHECKING:
+    from jobq.queue import Queue
+    from jobq.schedule import Schedule
+
+__all__ = ["Runner", "current_job", "running_loop"]
+
+R = TypeVar("R")
+
+_current: contextvars.ContextVar[Job] = contextvars.ContextVar("jobq.current_job")
+
+# Without renewals, a claim holds its job this much longer than the longest
+# timeout of any kind, so it is claimed again only once its worker is surely gone.
+_HOLD_MARGIN = timedelta(minutes=1)
+# A limiter that fails holds its job back this long, rather than let it past the limit.
+_LIMITER_DOWN = timedelta(seconds=10)
+
+
+def current_job() -> Job:
+    """The job the calling handler runs: its ID, its attempt (1 for the first), its time.
+
+    Inside a handler, ``on_fail`` and what they call, in threads too; anywhere
+    else, raises LookupError.
+    """
+    try:
+        return _current.get()
+    except LookupError:
+        raise LookupError("current_job() is for code that a job's handler runs") from None
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class _Slots:
+    """The workers. A job takes a slot as it is claimed and gives it back as its handler returns.
+
+    (A plain function that ran past its timeout keeps its slot until its thread
+    returns: the thread cannot be stopped, and it still takes a worker.)
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.free = workers
+        self._given = asyncio.Event()
+
+    def take(self) -> Callable[[], None]:
+        """Take a slot; return the function that gives it back (once, however often called)."""
+        self.free -= 1
+        given = False
+
+        def give() -> None:
+            nonlocal given
+            if not given:
+                given = True
+                self.free += 1
+                self._given.set()
+
+        return give
+
+    async def wait(self) -> None:
+        """Return once a slot is free."""
+        while self.free == 0:
+            self._given.clear()
+            await self._given.wait()
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """What one attempt at a job came to: what the runner settles, logs and observes."""
+
+    job: Job
+    kind: Kind[Any]
+    value: Any = None
+    error: BaseException | None = None  # None: it ran to its end
+    took: timedelta = timedelta(0)  # how long the handler ran
+    waited: timedelta = timedelta(0)  # how long the job waited past its time
+
+
+class Runner:
+    """The state of one run of a queue, made by ``Queue.run()`` or a drain."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        kinds: dict[str, Kind[Any]],
+        schedules: dict[str, tuple[Schedule, Job]],
+        *,
+        workers: int | None = None,
+    ) -> None:
+        self.queue = queue
+        self.store = queue.store
+        self.kinds = kinds
+        self.schedules = schedules
+        self.workers = workers or queue.workers
+        self.renewing = isinstance(self.store, RenewStore)
+        if self.renewing:
+            self.hold = timedelta(seconds=queue.hold)
+        else:
+            longest = max((k.options.timeout for k in kinds.values()), default=0.0)
+            self.hold = timedelta(seconds=longest) + _HOLD_MARGIN
+        self._calls = StoreCalls(self.store)
+        self._handler_threads: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[Any] | None = None
+        self._stop_asked = False
+        self._failure: BaseException | None = None  # a side task's bug: it ends the run
+        self._due_times: list[datetime] = []  # jobs pushed from here for later: wake then
+        self._due_lock = threading.Lock()
+        self._held: dict[str, Job] = {}  # claimed and not yet settled: renewed while they run
+
+    # Safe to call from any thread
+
+    def pushed(self, run_at: datetime) -> None:
+        """A job was pushed (or a kind held back) until ``run_at``: look then, or now."""
+        if run_at > datetime.now(UTC):
+            with self._due_lock:
+                heapq.heappush(self._due_times, run_at)
+        self.wake()
+
+    def wake(self) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if running_loop() is loop:
+            self._wakeup.set()
+        else:
+            loop.call_soon_threadsafe(self._wakeup.set)
+
+    def stop(self) -> None:
+        loop, task = self._loop, self._task
+        if loop is None or task is None:
+            return
+        self._stop_asked = True
+        if running_loop() is loop:
+            task.cancel()
+        else:
+            loop.call_soon_threadsafe(task.cancel)
+
+    # The run
+
+    async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._handler_threads = ThreadPoolExecutor(self.workers, thread_name_prefix="jobq-job")
+        # Claims, settles, renewals, pushes of schedules and the listener's start.
+        store_threads = ThreadPoolExecutor(self.workers + 4, thread_name_prefix="jobq-store")
+        self._calls = StoreCalls(self.store, store_threads)
+        slots = _Slots(self.workers)
+        running: set[asyncio.Task[bool]] = set()
+        side = [
+            self._watch(self._push_schedule(name, *sched), f"the schedule of kind {name!r}")
+            for name, sched in self.schedules.items()
+        ]
+        if self.renewing:
+            side.append(self._watch(self._renew(), "the renewal of running jobs' holds"))
+        stop_listening = await self._listen()
+        say(logging.INFO, "the queue runs", workers=self.workers, kinds=len(self.kinds))
+        try:
+            while True:
+                await slots.wait()
+                for job in await self._claim_or_wait(slots.free):
+                    give = slots.take()
+                    self._held[job.id] = job
+                    task = asyncio.create_task(self._work(job, give), name=f"jobq job {job.id}")
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if (self._stop_asked or self._failure is not None) and me is not None:
+                me.uncancel()  # our own stop: return (or raise the failure) below
+            else:
+                raise
+        finally:
+            for t in side:
+                t.cancel()
+            await self._stop(running)
+            await asyncio.gather(*side, return_exceptions=True)
+            if stop_listening is not None:
+                stop_listening()
+            self._handler_threads.shutdown(wait=False, cancel_futures=True)
+            store_threads.shutdown(wait=False)
+            self._loop = self._task = None
+            say(logging.INFO, "the queue stopped")
+        if self._failure is not None:
+            raise self._failure
+
+    async def drain(self) -> int:
+        """Run the due jobs one at a time in the caller's task; return how many ran."""
+        self._loop = asyncio.get_running_loop()
+        self._handler_threads = ThreadPoolExecutor(1, thread_name_prefix="jobq-drain")
+        ran = 0
+        try:
+            while True:
+                now = datetime.now(UTC)
+                jobs = await self._calls.claim(now, now + self.hold)
+                if not jobs:
+                    return ran
+                job = jobs[0]
+                self._held[job.id] = job
+                # A task of its own: the job runs in a copy of the caller's context.
+                run = asyncio.create_task(self._work(job, lambda: None), name=f"jobq job {job.id}")
+                ran += await run
+        finally:
+            self._handler_threads.shutdown(wait=False)
+            self._loop = None
+
+    def _watch(self, work: Coroutine[Any, Any, None], what: str) -> asyncio.Task[None]:
+        """Start a side task; its failure is logged and ends the run with its error."""
+        task = asyncio.create_task(work, name=f"jobq: {what}")
+
+        def ended(t: asyncio.Task[None]) -> None:
+            if t.cancelled() or t.exception() is None:
+                return
+            error = t.exception()
+            say(logging.ERROR, f"{what} failed; the queue stops", trace=error, err=error)
+            if self._failure is None:
+                self._failure = error
+                if self._task is not None:
+                    self._task.cancel()
+
+        task.add_done_callback(ended)
+        return task
+
+    async def _listen(self) -> Callable[[], None] | None:
+        """With a NotifyStore, a push on any instance wakes this one at once."""
+        if not isinstance(self.store, NotifyStore):
+            return None
+        try:
+            return await self._calls.call(self.store.listen, self.wake)
+        except Exception as e:
+            say(logging.WARNING, "the store cannot listen for pushes; polling instead", err=e)
+            return None
+
+    async def _claim_or_wait(self, most: int) -> list[Job]:
+        """Claim a job for each free worker, in one go; with none due, wait for one."""
+        self._wakeup.clear()  # a push from now on wakes the wait below
+        now = datetime.now(UTC)
+        claim = self._calls.claim(now, now + self.hold, most)
+        try:
+            jobs = await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            await self._put_back_claimed(claim)
+            raise
+        except Exception as e:
+            # One line a poll: a database that is down says so without a traceback each time.
+            level, trace = (
+                (logging.WARNING, None) if isinstance(e, StoreError) else (logging.ERROR, e)
+            )
+            say(
+                level,
+                "the store failed to claim a job; trying again after a poll",
+                trace=trace,
+                err=e,
+            )
+            await self._wait(self.queue.poll)
+            return []
+        if not jobs:
+            await self._wait(self._until_next_due(now))
+        return jobs
+
+    async def _put_back_claimed(self, claim: asyncio.Future[list[Job]]) -> None:
+        """The queue stopped as a claim ran in its thread: let its jobs go, due as they were.
+
+        Otherwise they would wait out their hold for nobody. With a HoldBackStore
+        the claim's attempt is taken back, as the jobs never ran.
+        """
+        try:
+            jobs = await claim
+        except Exception:
+            return  # it claimed nothing
+        for job in jobs:
+            await self._give_back(job, datetime.now(UTC), "stopped with the queue before it ran")
+
+    async def _give_back(self, job: Job, until: datetime, why: str) -> bool:
+        """Put back a job that never ran: held back when the store can, else retried."""
+        self._held.pop(job.id, None)
+        try:
+            if isinstance(self.store, HoldBackStore):
+                await self._calls.hold_back(job, until)
+            else:
+                job.run_at, job.error = until, why
+                await self._calls.settle("retry", job)
+        except Exception:
+            return False  # logged as it failed; the hold runs out and it is claimed again
+        return True
+
+    async def _wait(self, seconds: float) -> None:
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wakeup.wait()
+        except TimeoutError:
+            pass
+
+    def _until_next_due(self, now: datetime) -> float:
+        """Seconds to wait for work: a poll, or less when a job pushed here comes due sooner."""
+        with self._due_lock:
+            while self._due_times and self._due_times[0] <= now:
+                heapq.heappop(self._due_times)
+            if not self._due_times:
+                return self.queue.poll
+            return min(self.queue.poll, (self._due_times[0] - now).total_seconds())
+
+    async def _stop(self, running: set[asyncio.Task[bool]]) -> None:
+        if not running:
+            return
+        grace = self.queue.grace
+        say(logging.INFO, "the queue is stopping", running=len(running), grace=grace)
+        _, late = await asyncio.wait(running, timeout=grace)
+        for task in late:
+            task.cancel()  # an async handler's job goes back, due at once
+        if late:
+            await asyncio.wait(late)
+
+    # Side tasks
+
+    async def _push_schedule(self, kind: str, schedule: Schedule, run: Job) -> None:
+        """Push each run of a schedule ahead, once the run before it has come round."""
+        run_at = schedule.next_after(datetime.now(UTC))
+        while True:
+            job = replace(run, run_at=run_at)
+            try:
+                if await self._calls.push_scheduled(kind, job):
+                    self.pushed(run_at)
+            except Exception as e:  # the store's: try again; a bug of the schedule's ends the run
+                say(
+                    logging.ERROR,
+                    "the store failed to push a scheduled run; trying again after a poll",
+                    kind=kind,
+                    at=run_at,
+                    err=e,
+                )
+                await asyncio.sleep(self.queue.poll)
+                continue
+            await asyncio.sleep(max((run_at - datetime.now(UTC)).total_seconds(), 0))
+            run_at = schedule.next_after(max(run_at, datetime.now(UTC)))
+
+    async def _renew(self) -> None:
+        """Renew the holds of the jobs running here, a third of a hold apart.
+
+        A job is held only while its worker lives: once this stops (the
+        instance was killed), its jobs are claimed again within a hold.
+        """
+        every = self.hold.total_seconds() / 3
+        failing = False
+        while True:
+            await asyncio.sleep(every)
+            jobs = list(self._held.values())
+            if not jobs:
+                continue
+            try:
+                kept = set(await self._calls.renew(jobs, datetime.now(UTC) + self.hold))
+            except Exception as e:
+                if not failing:  # one line for an outage, not one a beat
+                    say(
+                        logging.WARNING,
+                        "the store failed to renew the holds of running jobs; they run on, "
+                        "and run again elsewhere if this outlasts their hold",
+                        running=len(jobs),
+                        err=e,
+                    )
+                failing = True
+                continue
+            failing = False
+            for job in jobs:
+                if job.id not in kept and job.id in self._held:
+                    say(
+                        logging.WARNING,
+                        "a running job's hold ran out and another claim has it; "
+                        "this run's outcome will not be kept",
+                        kind=job.kind,
+                        job=job.id,
+                        attempt=job.attempts,
+                    )
+                    self._held.pop(job.id, None)
+
+    # One job
+
+    async def _work(self, job: Job, give: Callable[[], None]) -> bool:
+        """Run a claimed job and keep its outcome; whether its handler ran.
+
+        ``give`` frees the job's worker as the handler returns: its next claim
+        can then go with this job's settle.
+        """
+        try:
+            return await self._run_one(job, give)
+        finally:
+            give()
+            self._held.pop(job.id, None)
+
+    async def _run_one(self, job: Job, give: Callable[[], None]) -> bool:
+        claimed_at = datetime.now(UTC)
+        waited = max(claimed_at - job.run_at, timedelta(0))
+        kind = self.kinds.get(job.kind)
+        if kind is None:
+            await self._no_handler(job, claimed_at)
+            return False
+        if kind.options.rate is not None and not await self._rate_allows(kind, job, waited):
+            return False
+        attempt = _Attempt(job=job, kind=kind, waited=waited)
+        try:
+            attempt.value = kind.codec.decode(job.payload)
+        except pydantic.ValidationError as e:
+            attempt.error = ValueDoesNotFit(
+                f"job {job.id} of kind {job.kind!r}: its value does not fit "
+                f"{getattr(kind.codec.type, '__qualname__', kind.codec.type)!r}: {e}"
+            )
+            await _unstoppable(self._finish(attempt))
+            return True
+        started = time.monotonic()
+        _current.set(replace(job))  # this task's own context: each job runs in its own
+        thread: asyncio.Future[Any] | None = None
+        try:
+            await self._call(kind, attempt.value, job)
+        except asyncio.CancelledError:
+            await _unstoppable(self._put_back(job, kind, started, waited))
+            raise
+        except _ThreadTimeout as e:
+            attempt.error, thread = e, e.thread
+        except Exception as e:
+            attempt.error = e
+        attempt.took = timedelta(seconds=time.monotonic() - started)
+        if thread is None:
+            give()
+        else:
+            # The worker stays taken until the thread returns, but the attempt is over.
+            asyncio.ensure_future(_outlive(thread, job)).add_done_callback(lambda _: give())
+        # Kept, logged, told to on_fail and observed even if the queue stops meanwhile.
+        await _unstoppable(self._finish(attempt))
+        if thread is not None:
+            await asyncio.wait([thread])
+        return True
+
+    async def _call(self, kind: Kind[Any], value: Any, job: Job) -> None:
+        """Call the handler within the kind's timeout: on the loop, or in a thread."""
+        timeout = kind.options.timeout
+        if inspect.iscoroutinefunction(kind.handler):
+            try:
+                async with asyncio.timeout(timeout):
+                    await kind.handler(value)
+            except TimeoutError as e:
+                raise TimeoutError(f"the job took longer than its timeout, {timeout:g}s") from e
+            return
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
+        started = time.monotonic()
+        thread = loop.run_in_executor(self._handler_threads, context.run, kind.handler, value)
+        try:
+            result = await asyncio.wait_for(asyncio.shield(thread), timeout)
+        except TimeoutError as e:
+            raise _ThreadTimeout(timeout, thread) from e
+        except asyncio.CancelledError:
+            # The grace ran out, but a thread cannot be cancelled: the job is not put
+            # back while it runs (it would run twice at once); wait for it, and keep
+            # what it came to.
+            me = asyncio.current_task()
+            if me is not None:
+                me.uncancel()
+            say(
+                logging.WARNING,
+                "the queue waits for a job's thread, which cannot be cancelled",
+                kind=job.kind,
+                job=job.id,
+            )
+            left = max(timeout - (time.monotonic() - started), 0.0)
+            try:
+                result = await asyncio.wait_for(asyncio.shield(thread), left)
+            except TimeoutError as e:
+                raise _ThreadTimeout(timeout, thread) from e
+        if inspect.isawaitable(result):
+            await result  # a plain def that returned a coroutine: run it here
+
+    async def _rate_allows(self, kind: Kind[Any], job: Job, waited: timedelta) -> bool:
+        """Ask the kind's limiter; a job it refuses goes back as it was, its kind held back."""
+        limiter = kind.options.rate
+        assert limiter is not None
+        now = datetime.now(UTC)
+        try:
+            wait = timedelta(seconds=float(await self._calls.call(limiter.take, kind.name)))
+        except Exception as e:
+            say(
+                logging.WARNING,
+                "the kind's rate limiter failed; its job is held back",
+                kind=kind.name,
+                job=job.id,
+                err=e,
+            )
+            wait = _LIMITER_DOWN
+        if wait <= timedelta(0):
+            return True
+        until = now + wait
+        if await self._give_back(job, until, "held back by its kind's rate"):
+            self.pushed(until)  # look again as the wait ends, not a poll later
+            self._observe(
+                Ran(
+                    kind=job.kind,
+                    job=job.id,
+                    attempt=job.attempts,
+                    outcome=Outcome.HELD_BACK,
+                    error=None,
+                    took=timedelta(0),
+                    waited=waited,
+                )
+            )
+        return False
+
+    async def _finish(self, attempt: _Attempt) -> None:
+        """Keep an attempt's outcome in the store; then log it, tell on_fail and observe."""
+        job, kind, error = attempt.job, attempt.kind, attempt.error
+        now = datetime.now(UTC)
+        how: Settle
+        if error is None:
+            how, outcome = "done", Outcome.DONE
+        elif (
+            isinstance(error, Permanent | ValueDoesNotFit) or job.attempts >= kind.options.attempts
+        ):
+            how, outcome = "fail", Outcome.FAILED
+            job.error, job.failed_at = _describe(error), now
+        else:
+            how, outcome = "retry", Outcome.RETRIED
+            wait = seconds(kind.options.backoff(job.attempts))
+            job.error, job.run_at = _describe(error), now + timedelta(seconds=wait)
+        try:
+            await self._calls.settle(how, job)
+        except Exception:
+            # Logged as it failed. The hold runs out and the job runs again; that run is observed.
+            return
+        finally:
+            self._held.pop(job.id, None)
+        if job.at_once or job.one_at_a_time:
+            self.wake()  # the next of its kind or key may run now, not a poll later
+        if outcome is Outcome.RETRIED:
+            self.pushed(job.run_at)
+            _log_failure(
+                logging.WARNING, "a job failed, and will run again", job, error, job.run_at
+            )
+        elif outcome is Outcome.FAILED:
+            _log_failure(logging.ERROR, "a job failed for good", job, error, None)
+            await self._on_fail(attempt)
+        self._observe(
+            Ran(
+                kind=job.kind,
+                job=job.id,
+                attempt=job.attempts,
+                outcome=outcome,
+                error=error,
+                took=attempt.took,
+                waited=attempt.waited,
+            )
+        )
+
+    async def _put_back(self, job: Job, kind: Kind[Any], started: float, waited: timedelta) -> None:
+        """A job cancelled as the queue stops goes back, due at once, for the next start."""
+        job.run_at, job.error = datetime.now(UTC), "stopped with the queue before it finished"
+        try:
+            await self._calls.settle("retry", job)
+        except Exception:
+            return  # logged as it failed
+        finally:
+            self._held.pop(job.id, None)
+        say(
+            logging.WARNING,
+            "a job was stopped with the queue, and will run again",
+            kind=job.kind,
+            job=job.id,
+            attempt=job.attempts,
+        )
+        self._observe(
+            Ran(
+                kind=kind.name,
+                job=job.id,
+                attempt=job.attempts,
+                outcome=Outcome.RETRIED,
+                error=asyncio.CancelledError(job.error),
+                took=timedelta(seconds=time.monotonic() - started),
+                waited=waited,
+            )
+        )
+
+    async def _no_handler(self, job: Job, now: datetime) -> None:
+        """Another version of the app pushed it: let it go back for an instance that has one."""
+        if await self._give_back(
+            job,
+            now + timedelta(seconds=self.queue.poll),
+            f"no handler for kind {job.kind!r} on this instance",
+        ):
+            say(
+                logging.WARNING,
+                "a job's kind has no handler here, and goes back for another instance",
+                kind=job.kind,
+                job=job.id,
+            )
+
+    async def _on_fail(self, attempt: _Attempt) -> None:
+        job, kind, error = attempt.job, attempt.kind, attempt.error
+        on_fail = kind.options.on_fail
+        if on_fail is None:
+            return
+        if isinstance(error, ValueDoesNotFit):
+            say(
+                logging.WARNING,
+                "on_fail is not run: the job's value did not fit its type",
+                kind=job.kind,
+                job=job.id,
+            )
+            return
+        assert error is not None
+        timeout = kind.options.timeout
+        try:
+            if inspect.iscoroutinefunction(on_fail):
+                async with asyncio.timeout(timeout):
+                    await on_fail(attempt.value, error)
+            else:
+                loop = asyncio.get_running_loop()
+                call = contextvars.copy_context().run
+                await asyncio.wait_for(
+                    loop.run_in_executor(
+                        self._handler_threads, call, on_fail, attempt.value, error
+                    ),
+                    timeout,
+                )
+        except Exception as e:
+            say(logging.ERROR, "on_fail failed", trace=e, kind=job.kind, job=job.id, err=e)
+
+    def _observe(self, ran: Ran) -> None:
+        observe = self.queue.observe
+        if observe is None:
+            return
+        try:
+            observe(ran)
+        except Exception as e:
+            say(logging.ERROR, "observe failed", trace=e, kind=ran.kind, err=e)
+
+
+async def _unstoppable(work: Coroutine[Any, Any, R]) -> R:
+    """Run ``work`` to its end even when the caller is cancelled meanwhile, then re-cancel."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        raise
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    if isinstance(error, Permanent) and error.__cause__ is not None:
+        text = f"{text}: {error.__cause__}"
+    return text or type(error).__name__
+
+
+def _log_failure(
+    level: int, message: str, job: Job, error: BaseException | None, at: datetime | None
+) -> None:
+    when = {} if at is None else {"at": at.isoformat(timespec="milliseconds")}
+    err = _describe(error) if error is not None else ""
+    say(
+        level,
+        message,
+        trace=error,
+        kind=job.kind,
+        job=job.id,
+        attempt=job.attempts,
+        **when,
+        err=err,
+    )
+
+
+class _ThreadTimeout(TimeoutError):
+    """A plain-function handler ran past its timeout; its thread runs on."""
+
+    def __init__(self, timeout: float, thread: asyncio.Future[Any]) -> None:
+        super().__init__(f"the job took longer than its timeout, {timeout:g}s (its thread runs on)")
+        self.thread = thread
+
+
+async def _outlive(thread: asyncio.Future[Any], job: Job) -> None:
+    """Wait out a handler's thread that ran past its timeout, logging how it ended."""
+    try:
+        await thread
+        err = ""
+    except Exception as e:
+        err = str(e)
+    say(logging.INFO, "a timed-out job's thread has ended", kind=job.kind, job=job.id, err=err)
