@@ -40,6 +40,8 @@ class StoreCalls:
 
     def __init__(self, store: Store, executor: ThreadPoolExecutor | None = None) -> None:
         self.store = store
+        # Checked once: an isinstance of a runtime Protocol reads every method, each time.
+        self._batching = store if isinstance(store, BatchStore) else None
         self._executor = executor
         self._batch: list[_Call] = []
         self._settles: list[tuple[Settle, Job, asyncio.Future[None]]] = []
@@ -54,6 +56,8 @@ class StoreCalls:
 
     def claim(self, now: datetime, until: datetime, most: int = 1) -> asyncio.Future[list[Job]]:
         """Up to ``most`` jobs due at ``now``, held until ``until``, claimed in one go."""
+        if self._batching is not None:
+            return self._batched(self._batching.claim_many, now, until, most)
         return self._batched(_claim, self.store, now, until, most)
 
     def settle(self, how: Settle, job: Job) -> asyncio.Future[None]:
@@ -102,9 +106,9 @@ class StoreCalls:
                 batch, self._batch = self._batch, []
                 # Settles first: a claim in the same hop then sees the limits they freed.
                 calls: list[_Call] = []
-                if settles and isinstance(self.store, BatchStore):
+                if settles and self._batching is not None:
                     together: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                    calls.append((_settle_many, (self.store, settles), together))
+                    calls.append((_settle_many, (self._batching, settles), together))
                     together.add_done_callback(functools.partial(_fan_out, settles))
                 else:
                     calls += [
@@ -128,8 +132,6 @@ class StoreCalls:
 
 
 def _claim(store: Store, now: datetime, until: datetime, most: int) -> list[Job]:
-    if isinstance(store, BatchStore):
-        return store.claim_many(now, until, most)
     jobs: list[Job] = []
     while len(jobs) < most and (job := store.claim(now, until)) is not None:
         jobs.append(job)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
 
@@ -27,15 +27,12 @@ from jobq.errors import Permanent, StoreError, ValueDoesNotFit
 from jobq.job import Job, Outcome, Ran
 from jobq.kind import Kind, seconds
 from jobq.log import say
-from jobq.store import HoldBackStore, NotifyStore, RenewStore
+from jobq.store import HoldBackStore, NotifyStore, RenewStore, Store
 
 if TYPE_CHECKING:
-    from jobq.queue import Queue
     from jobq.schedule import Schedule
 
-__all__ = ["Runner", "current_job", "running_loop"]
-
-R = TypeVar("R")
+__all__ = ["Runner", "Settings", "current_job", "running_loop"]
 
 _current: contextvars.ContextVar[Job] = contextvars.ContextVar("jobq.current_job")
 
@@ -63,6 +60,17 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+class Settings(Protocol):
+    """What a run reads of its queue's settings (a ``Queue`` is one); read as the run goes."""
+
+    store: Store
+    workers: int
+    poll: float  # seconds
+    grace: float  # seconds
+    hold: float  # seconds
+    observe: Callable[[Ran], None] | None
 
 
 class _Slots:
@@ -114,7 +122,7 @@ class Runner:
 
     def __init__(
         self,
-        queue: Queue,
+        queue: Settings,
         kinds: dict[str, Kind[Any]],
         schedules: dict[str, tuple[Schedule, Job]],
         *,
@@ -141,6 +149,10 @@ class Runner:
         self._due_times: list[datetime] = []  # jobs pushed from here for later: wake then
         self._due_lock = threading.Lock()
         self._held: dict[str, Job] = {}  # claimed and not yet settled: renewed while they run
+        # The timeouts of the handlers running now, by job: a stop past the grace cuts them
+        # short, so only a handler is ever interrupted, never the keeping of its outcome.
+        self._deadlines: dict[str, asyncio.Timeout] = {}
+        self._cut: set[str] = set()  # jobs whose handler the stop cut short
 
     # Safe to call from any thread
 
@@ -340,10 +352,13 @@ class Runner:
         grace = self.queue.grace
         say(logging.INFO, "the queue is stopping", running=len(running), grace=grace)
         _, late = await asyncio.wait(running, timeout=grace)
-        for task in late:
-            task.cancel()  # an async handler's job goes back, due at once
-        if late:
-            await asyncio.wait(late)
+        if not late:
+            return
+        now = asyncio.get_running_loop().time()
+        for id, deadline in list(self._deadlines.items()):
+            self._cut.add(id)
+            deadline.reschedule(now)  # an async handler's job goes back, due at once
+        await asyncio.wait(late)
 
     # Side tasks
 
@@ -438,16 +453,16 @@ class Runner:
                 f"job {job.id} of kind {job.kind!r}: its value does not fit "
                 f"{getattr(kind.codec.type, '__qualname__', kind.codec.type)!r}: {e}"
             )
-            await _unstoppable(self._finish(attempt))
+            await self._finish(attempt)
             return True
         started = time.monotonic()
         _current.set(replace(job))  # this task's own context: each job runs in its own
         thread: asyncio.Future[Any] | None = None
         try:
             await self._call(kind, attempt.value, job)
-        except asyncio.CancelledError:
-            await _unstoppable(self._put_back(job, kind, started, waited))
-            raise
+        except _Stopped:
+            await self._put_back(job, kind, started, waited)
+            return True
         except _ThreadTimeout as e:
             attempt.error, thread = e, e.thread
         except Exception as e:
@@ -458,48 +473,60 @@ class Runner:
         else:
             # The worker stays taken until the thread returns, but the attempt is over.
             asyncio.ensure_future(_outlive(thread, job)).add_done_callback(lambda _: give())
-        # Kept, logged, told to on_fail and observed even if the queue stops meanwhile.
-        await _unstoppable(self._finish(attempt))
+        # Kept, logged, told to on_fail and observed, even as the queue stops: a stop
+        # interrupts handlers only (see _stop).
+        await self._finish(attempt)
         if thread is not None:
             await asyncio.wait([thread])
         return True
 
     async def _call(self, kind: Kind[Any], value: Any, job: Job) -> None:
-        """Call the handler within the kind's timeout: on the loop, or in a thread."""
+        """Call the handler within the kind's timeout: on the loop, or in a thread.
+
+        Raises _Stopped when the queue's stop cut an async handler short.
+        """
         timeout = kind.options.timeout
         if inspect.iscoroutinefunction(kind.handler):
             try:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(timeout) as deadline:
+                    self._deadlines[job.id] = deadline
                     await kind.handler(value)
             except TimeoutError as e:
+                if job.id in self._cut:
+                    raise _Stopped from e
                 raise TimeoutError(f"the job took longer than its timeout, {timeout:g}s") from e
+            finally:
+                self._deadlines.pop(job.id, None)
+                self._cut.discard(job.id)
             return
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()
-        started = time.monotonic()
+        started = loop.time()
         thread = loop.run_in_executor(self._handler_threads, context.run, kind.handler, value)
         try:
-            result = await asyncio.wait_for(asyncio.shield(thread), timeout)
+            async with asyncio.timeout(timeout) as deadline:
+                self._deadlines[job.id] = deadline
+                result = await asyncio.shield(thread)
         except TimeoutError as e:
-            raise _ThreadTimeout(timeout, thread) from e
-        except asyncio.CancelledError:
+            if job.id not in self._cut:
+                raise _ThreadTimeout(timeout, thread) from e
             # The grace ran out, but a thread cannot be cancelled: the job is not put
-            # back while it runs (it would run twice at once); wait for it, and keep
-            # what it came to.
-            me = asyncio.current_task()
-            if me is not None:
-                me.uncancel()
+            # back while it runs (it would run twice at once); wait for it, up to its
+            # timeout, and keep what it came to.
             say(
                 logging.WARNING,
                 "the queue waits for a job's thread, which cannot be cancelled",
                 kind=job.kind,
                 job=job.id,
             )
-            left = max(timeout - (time.monotonic() - started), 0.0)
             try:
-                result = await asyncio.wait_for(asyncio.shield(thread), left)
+                async with asyncio.timeout_at(started + timeout):
+                    result = await asyncio.shield(thread)
             except TimeoutError as e:
                 raise _ThreadTimeout(timeout, thread) from e
+        finally:
+            self._deadlines.pop(job.id, None)
+            self._cut.discard(job.id)
         if inspect.isawaitable(result):
             await result  # a plain def that returned a coroutine: run it here
 
@@ -665,16 +692,6 @@ class Runner:
             say(logging.ERROR, "observe failed", trace=e, kind=ran.kind, err=e)
 
 
-async def _unstoppable(work: Coroutine[Any, Any, R]) -> R:
-    """Run ``work`` to its end even when the caller is cancelled meanwhile, then re-cancel."""
-    task = asyncio.ensure_future(work)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait([task])
-        raise
-
-
 def _describe(error: BaseException) -> str:
     text = str(error)
     if isinstance(error, Permanent) and error.__cause__ is not None:
@@ -697,6 +714,10 @@ def _log_failure(
         **when,
         err=err,
     )
+
+
+class _Stopped(Exception):
+    """The queue stopped, and its grace ran out, as an async handler ran: it goes back."""
 
 
 class _ThreadTimeout(TimeoutError):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+import pytest
+
 from jobq.job import Job
-from jobq.store import Store
+from jobq.store import BatchStore, Store
 
 # Times in the suite are fixed, whole milliseconds (what SQL stores keep), and far
 # from now, so that no store can pass by reading its own clock.
@@ -22,8 +25,27 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def job(kind: str = "welcome-mail", payload: str = '{"user":1}', run_at: datetime = T0) -> Job:
-    return Job(kind=kind, payload=payload, run_at=run_at)
+def job(
+    kind: str = "welcome-mail",
+    payload: str = '{"user":1}',
+    run_at: datetime = T0,
+    *,
+    key: str = "",
+    one_at_a_time: bool = False,
+    at_once: int = 0,
+    priority: int = 0,
+    carried: dict[str, str] | None = None,
+) -> Job:
+    return Job(
+        kind=kind,
+        payload=payload,
+        run_at=run_at,
+        key=key,
+        one_at_a_time=one_at_a_time,
+        at_once=at_once,
+        priority=priority,
+        carried=carried,
+    )
 
 
 R = TypeVar("R")
@@ -63,3 +85,107 @@ def drain(store: Store, now: datetime = FAR) -> list[Job]:
         claimed.append(j)
         store.done(j)
     return claimed
+
+
+# The concurrency tests run once claiming one job at a time, and once with
+# claim_many when the store is a BatchStore: a batch must keep every limit too.
+CLAIMS = pytest.mark.parametrize("claims", ["claim", "claim_many"])
+
+Claim = Callable[[datetime, datetime], list[Job]]
+
+
+def claims_of(store: Store, claims: str, most: int = 3) -> Claim:
+    """A claim of ``store`` by ``claim``, or by ``claim_many`` of up to ``most``, as a list."""
+    if claims == "claim_many":
+        if not isinstance(store, BatchStore):
+            pytest.skip("the store is not a BatchStore: no claim_many to race")
+        batch = store
+
+        def claim_many(now: datetime, until: datetime) -> list[Job]:
+            return batch.claim_many(now, until, most)
+
+        return claim_many
+
+    def claim(now: datetime, until: datetime) -> list[Job]:
+        j = store.claim(now, until)
+        return [] if j is None else [j]
+
+    return claim
+
+
+def done_all(store: Store, jobs: list[Job]) -> None:
+    """``done`` of each job: with settle_many when the store has it, as the queue settles."""
+    if len(jobs) > 1 and isinstance(store, BatchStore):
+        store.settle_many(done=jobs)
+    else:
+        for j in jobs:
+            store.done(j)
+
+
+class MostHeld:
+    """Counts the jobs that claimers hold at once, by a name (a key, a kind), and the most seen.
+
+    A claimer calls ``held`` right after its claim returns, keeps the jobs a
+    moment (as a handler would run), and calls ``let_go`` before it settles
+    them: so what it counts is never more than the store held.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._now: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+
+    def held(self, names: list[str]) -> None:
+        with self._lock:
+            for name in names:
+                self._now[name] = self._now.get(name, 0) + 1
+                self.most[name] = max(self.most.get(name, 0), self._now[name])
+
+    def let_go(self, names: list[str]) -> None:
+        with self._lock:
+            for name in names:
+                self._now[name] -= 1
+
+
+def run_every_job(
+    store: Store,
+    claim: Claim,
+    jobs: int,
+    threads: int,
+    name: Callable[[Job], str],
+    now: datetime,
+) -> MostHeld:
+    """Claim and settle ``jobs`` jobs from ``threads`` threads at once; the most held at once.
+
+    Each claimer runs each job for a moment (a millisecond) between its claim
+    and its ``done``, so that claims meet jobs that others hold.
+    """
+    seen = MostHeld()
+    ran: list[str] = []
+    ran_lock = threading.Lock()
+    deadline = time.monotonic() + 60  # seconds: a store that loses a job fails, not hangs
+
+    def claimer(_: int) -> None:
+        while True:
+            with ran_lock:
+                if len(ran) >= jobs:
+                    return
+            assert time.monotonic() < deadline, (
+                f"only {len(ran)} of {jobs} jobs ran in 60 s: "
+                "the store lost a job, or never let a held one go"
+            )
+            got = claim(now, now + HOLD)
+            if not got:
+                time.sleep(0.001)  # others hold what is left: let them run it
+                continue
+            names = [name(j) for j in got]
+            seen.held(names)
+            time.sleep(0.001)  # the job runs
+            seen.let_go(names)
+            with ran_lock:
+                ran.extend(j.id for j in got)
+            done_all(store, got)
+
+    at_once(threads, claimer)
+    assert len(ran) == len(set(ran)) == jobs, "every job ran, and ran once"
+    return seen

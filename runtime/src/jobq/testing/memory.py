@@ -1,11 +1,12 @@
-"""MemoryStore: every Store extra, kept in memory, for tests and benchmarks."""
+"""MemoryStore: every Store extra but NotifyStore, kept in memory, for tests and benchmarks."""
 
 from __future__ import annotations
 
 import heapq
 import itertools
 import threading
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from jobq.job import Job
@@ -13,26 +14,48 @@ from jobq.job import Job
 __all__ = ["MemoryStore"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Row:
     job: Job
     seq: int  # push order: breaks ties between jobs due at the same time
-    held_until: datetime | None = None
-    gen: int = 0  # bumped whenever the row leaves the due heap, to skip its stale entries
+    held_until: datetime | None = None  # set while a claim has the job (its hold may have run out)
+    gen: int = 0  # bumped at every change of state, so that the heaps' older entries are skipped
+    unique: bool = False  # the job's key is the waiting one of its kind (push_unique's)
+    alone: bool = field(init=False)  # kept one at a time with its kind and key
+
+    def __post_init__(self) -> None:
+        self.alone = self.job.one_at_a_time and bool(self.job.key)
+
+
+# Heap entries. Each carries its row's ``gen`` as it was pushed: an entry whose
+# row has changed since is stale, and dropped as it comes to the top.
+_Later = tuple[datetime, int, str, int]  # (run_at, seq, id, gen): waiting, maybe not due yet
+_Ready = tuple[int, datetime, int, str, int]  # (-priority, run_at, seq, id, gen): in claim order
+_Hold = tuple[datetime, int, str, int]  # (held_until, seq, id, gen): holds, soonest to run out
 
 
 class MemoryStore:
-    """A Store in memory, with every extra: its jobs go when the process does.
+    """A Store in memory, with every extra but NotifyStore: its jobs go when the process does.
 
-    Thread-safe. A claim costs O(log n) in waiting jobs plus the number held,
-    so the queue loop, not the store, is what a benchmark on it measures.
+    Thread-safe: one lock. A claim of a job of no limit costs O(log n) in the
+    jobs kept, so the queue loop, not the store, is what a benchmark on it
+    measures; a claim passes over the jobs it may not take (a limit or a
+    held-back kind) one by one, putting them back after. IDs are a counter,
+    never given twice.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._rows: dict[str, _Row] = {}
-        self._due: list[tuple[datetime, int, str, int]] = []  # (run_at, seq, id, gen)
-        self._held: dict[str, _Row] = {}
+        self._later: list[_Later] = []
+        self._ready: list[_Ready] = []  # due at the latest claim's time, or lost their hold
+        self._holds: list[_Hold] = []
+        self._held: dict[str, _Row] = {}  # claimed and not settled, their hold run out or not
+        self._held_of_kind: dict[str, dict[str, _Row]] = {}
+        self._held_of_key: dict[tuple[str, str], dict[str, _Row]] = {}  # one-at-a-time rows only
+        self._unique: dict[tuple[str, str], str] = {}  # (kind, key) -> ID of the job that waits
+        self._rate_until: dict[str, datetime] = {}  # kinds held back by hold_back
+        self._paused: dict[str, datetime | None] = {}  # None: until resumed
         self._schedules: dict[str, datetime] = {}
         self._seq = itertools.count(1)
 
@@ -45,70 +68,63 @@ class MemoryStore:
 
     def push(self, job: Job) -> None:
         with self._lock:
-            self._push(job)
+            self._push(job, unique=False)
 
     def claim(self, now: datetime, until: datetime) -> Job | None:
         with self._lock:
-            best: _Row | None = None
-            while self._due:
-                run_at, _, id, gen = self._due[0]
-                row = self._rows.get(id)
-                if row is None or row.gen != gen:
-                    heapq.heappop(self._due)  # stale: done, failed or moved since
-                    continue
-                if run_at <= now:
-                    best = row
-                break
-            # A held job whose hold ran out is due again (its worker was lost).
-            for row in self._held.values():
-                lost = row.held_until is not None and row.held_until <= now
-                if lost and (
-                    best is None or (row.job.run_at, row.seq) < (best.job.run_at, best.seq)
-                ):
-                    best = row
-            if best is None:
-                return None
-            if best.held_until is None:
-                heapq.heappop(self._due)
-                best.gen += 1
-            best.held_until = until
-            best.job.attempts += 1
-            self._held[best.job.id] = best
-            return replace(best.job)
+            claimed = self._claim(now, until, 1)
+        return claimed[0] if claimed else None
 
     def done(self, job: Job) -> None:
         with self._lock:
-            row = self._claimed(job)
-            if row is not None:
-                del self._held[job.id]
-                del self._rows[job.id]
+            self._done(job)
 
     def retry(self, job: Job) -> None:
         with self._lock:
-            row = self._claimed(job)
-            if row is not None:
-                del self._held[job.id]
-                row.held_until = None
-                row.job.run_at = job.run_at
-                row.job.error = job.error
-                self._wait(row)
+            self._retry(job)
 
     def fail(self, job: Job) -> None:
         with self._lock:
-            row = self._claimed(job)
-            if row is not None:
-                del self._held[job.id]
-                row.held_until = None
-                row.job.error = job.error
-                row.job.failed_at = job.failed_at or datetime.now(UTC)
+            self._fail(job)
+
+    # BatchStore
+
+    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
+        with self._lock:
+            return self._claim(now, until, most)
+
+    def settle_many(
+        self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
+    ) -> None:
+        with self._lock:
+            for job in done:
+                self._done(job)
+            for job in retry:
+                self._retry(job)
+            for job in fail:
+                self._fail(job)
+
+    # RenewStore
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
+        renewed = []
+        with self._lock:
+            for job in jobs:
+                row = self._claimed(job)
+                if row is not None:
+                    row.gen += 1
+                    row.held_until = until
+                    heapq.heappush(self._holds, (until, row.seq, job.id, row.gen))
+                    renewed.append(job.id)
+        return renewed
 
     # FailedStore
 
     def failed(self) -> list[Job]:
         with self._lock:
             rows = [r for r in self._rows.values() if r.job.failed_at is not None]
-        rows.sort(key=lambda r: (r.job.failed_at, r.seq), reverse=True)
-        return [replace(r.job) for r in rows]
+            rows.sort(key=lambda r: (r.job.failed_at, r.seq), reverse=True)
+            return [_copy(r.job) for r in rows]
 
     def run_again(self, id: str, at: datetime) -> bool:
         with self._lock:
@@ -129,25 +145,218 @@ class MemoryStore:
             if last is not None and last >= job.run_at:
                 return False
             self._schedules[schedule] = job.run_at
-            self._push(job)
+            waiting = self._unique.get((job.kind, job.key)) if job.key else None
+            if waiting is not None:
+                job.id = waiting  # the job that waits is the run: it is left as it is
+            else:
+                self._push(job, unique=bool(job.key))
             return True
+
+    # UniqueStore, LatestStore, OneAtATimeStore
+
+    def push_unique(self, job: Job) -> bool:
+        with self._lock:
+            waiting = self._unique.get((job.kind, job.key)) if job.key else None
+            if waiting is not None:
+                job.id = waiting
+                return False
+            self._push(job, unique=bool(job.key))
+            return True
+
+    def push_latest(self, job: Job) -> None:
+        with self._lock:
+            waiting = self._unique.get((job.kind, job.key)) if job.key else None
+            if waiting is None:
+                self._push(job, unique=bool(job.key))
+                return
+            row = self._rows[waiting]
+            row.job.run_at = job.run_at
+            self._wait(row)
+            job.id = waiting
+
+    def keeps_one_at_a_time(self) -> None:
+        """Does nothing: a claim passes over a job whose kind and key a claim holds."""
+
+    # AtOnceStore
+
+    def keeps_at_once(self) -> None:
+        """Does nothing: a claim passes over a job whose kind holds its ``at_once``."""
+
+    # HoldBackStore
+
+    def hold_back(self, job: Job, until: datetime) -> None:
+        with self._lock:
+            # The kind first, even for a late answer: the limiter said no either way.
+            if job.kind not in self._rate_until or self._rate_until[job.kind] < until:
+                self._rate_until[job.kind] = until
+            row = self._claimed(job)
+            if row is None:
+                return
+            self._let_go(row)
+            row.job.attempts -= 1
+            key = (row.job.kind, row.job.key)
+            if row.job.key and key not in self._unique:
+                self._unique[key] = row.job.id
+                row.unique = True
+            self._wait(row)
+
+    # PauseStore
+
+    def pause(self, kind: str, until: datetime | None) -> None:
+        with self._lock:
+            self._paused[kind] = until
+
+    def resume(self, kind: str) -> bool:
+        with self._lock:
+            return self._paused.pop(kind, False) is not False
+
+    def paused(self, now: datetime) -> dict[str, datetime | None]:
+        with self._lock:
+            return {k: u for k, u in self._paused.items() if u is None or u > now}
 
     # inside the lock
 
-    def _push(self, job: Job) -> None:
+    def _push(self, job: Job, *, unique: bool) -> None:
         seq = next(self._seq)
         job.id = str(seq)
-        row = _Row(job=replace(job), seq=seq)
+        row = _Row(job=_copy(job), seq=seq, unique=unique)
         self._rows[job.id] = row
+        if unique:
+            self._unique[(job.kind, job.key)] = job.id
         self._wait(row)
 
     def _wait(self, row: _Row) -> None:
         row.gen += 1
-        heapq.heappush(self._due, (row.job.run_at, row.seq, row.job.id, row.gen))
+        heapq.heappush(self._later, (row.job.run_at, row.seq, row.job.id, row.gen))
+
+    def _claim(self, now: datetime, until: datetime, most: int) -> list[Job]:
+        # Bring in the jobs that came due, and those whose hold ran out (their
+        # worker was lost): both are claimed in the same order, from one heap.
+        while self._later and self._later[0][0] <= now:
+            run_at, seq, id, gen = heapq.heappop(self._later)
+            row = self._rows.get(id)
+            if row is not None and row.gen == gen:
+                heapq.heappush(self._ready, (-row.job.priority, run_at, seq, id, gen))
+        while self._holds and self._holds[0][0] <= now:
+            _, seq, id, gen = heapq.heappop(self._holds)
+            row = self._rows.get(id)
+            if row is not None and row.gen == gen:
+                heapq.heappush(self._ready, (-row.job.priority, row.job.run_at, seq, id, gen))
+
+        taken: list[_Row] = []
+        of_kind: dict[str, int] = {}  # what the batch takes, which counts as held
+        of_key: set[tuple[str, str]] = set()
+        passed: list[_Ready] = []
+        while self._ready and len(taken) < most:
+            entry = heapq.heappop(self._ready)
+            row = self._rows.get(entry[3])
+            if row is None or row.gen != entry[4]:
+                continue  # stale: changed since
+            if not self._may_take(row, now, of_kind, of_key):
+                passed.append(entry)
+                continue
+            taken.append(row)
+            kind = row.job.kind
+            of_kind[kind] = of_kind.get(kind, 0) + 1
+            if row.alone:
+                of_key.add((kind, row.job.key))
+        for entry in passed:
+            heapq.heappush(self._ready, entry)
+        return [self._hold(row, until) for row in taken]
+
+    def _may_take(
+        self, row: _Row, now: datetime, of_kind: dict[str, int], of_key: set[tuple[str, str]]
+    ) -> bool:
+        job = row.job
+        if job.run_at > now or (row.held_until is not None and row.held_until > now):
+            return False  # an earlier claim's time than the one that readied it
+        kind = job.kind
+        if self._rate_until and self._rate_until.get(kind, now) > now:
+            return False
+        if self._paused and kind in self._paused:
+            until = self._paused[kind]
+            if until is None or until > now:
+                return False
+        if row.alone:
+            key = (kind, job.key)
+            if key in of_key:
+                return False
+            held = self._held_of_key.get(key)
+            if held and any(_holds(r, now) for r in held.values()):
+                return False
+        if job.at_once > 0:
+            held_of_kind = self._held_of_kind.get(kind, {})
+            count = of_kind.get(kind, 0) + sum(1 for r in held_of_kind.values() if _holds(r, now))
+            if count >= job.at_once:
+                return False
+        return True
+
+    def _hold(self, row: _Row, until: datetime) -> Job:
+        job = row.job
+        if row.unique:
+            # A claim lets the key go: a push while the job runs is a new job.
+            del self._unique[(job.kind, job.key)]
+            row.unique = False
+        row.gen += 1
+        row.held_until = until
+        job.attempts += 1
+        self._held[job.id] = row
+        self._held_of_kind.setdefault(job.kind, {})[job.id] = row
+        if row.alone:
+            self._held_of_key.setdefault((job.kind, job.key), {})[job.id] = row
+        heapq.heappush(self._holds, (until, row.seq, job.id, row.gen))
+        return _copy(job)
+
+    def _let_go(self, row: _Row) -> None:
+        """The row is no longer held: settled, or put back."""
+        job = row.job
+        del self._held[job.id]
+        of_kind = self._held_of_kind[job.kind]
+        del of_kind[job.id]
+        if not of_kind:
+            del self._held_of_kind[job.kind]
+        if row.alone:
+            key = (job.kind, job.key)
+            of_key = self._held_of_key[key]
+            del of_key[job.id]
+            if not of_key:
+                del self._held_of_key[key]
+        row.held_until = None
+        row.gen += 1
 
     def _claimed(self, job: Job) -> _Row | None:
-        """The row while the claim that returned ``job`` still holds it: the fence."""
+        """The row while the claim that returned ``job`` still has it: the fence."""
         row = self._held.get(job.id)
         if row is None or row.job.attempts != job.attempts:
             return None
         return row
+
+    def _done(self, job: Job) -> None:
+        row = self._claimed(job)
+        if row is not None:
+            self._let_go(row)
+            del self._rows[job.id]
+
+    def _retry(self, job: Job) -> None:
+        row = self._claimed(job)
+        if row is not None:
+            self._let_go(row)
+            row.job.run_at = job.run_at
+            row.job.error = job.error
+            self._wait(row)
+
+    def _fail(self, job: Job) -> None:
+        row = self._claimed(job)
+        if row is not None:
+            self._let_go(row)
+            row.job.error = job.error
+            row.job.failed_at = job.failed_at or datetime.now(UTC)
+
+
+def _holds(row: _Row, now: datetime) -> bool:
+    return row.held_until is not None and row.held_until > now
+
+
+def _copy(job: Job) -> Job:
+    """A copy the caller may change without changing the store's."""
+    return replace(job, carried=None if job.carried is None else dict(job.carried))

@@ -1,0 +1,221 @@
+"""The runner's rules: watched side tasks, on_fail's type and its shutdown, threads that
+cannot be cancelled, and pushes through something that is not a Store.
+
+Waits are liveness bounds far above what each step takes, never measurements.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import jobq
+from jobq.testing import MemoryStore
+
+LIVENESS = 5.0  # seconds
+
+
+class Broken:
+    """A schedule with a bug: its next time cannot be worked out."""
+
+    def __str__(self) -> str:
+        return "Broken()"
+
+    def next_after(self, t: datetime) -> datetime:
+        raise ZeroDivisionError("the schedule divided by zero")
+
+
+async def test_a_schedule_that_raises_is_logged_at_error_and_ends_run_with_its_error(
+    store: MemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    q = jobq.Queue(store)
+
+    @q.kind("nightly")
+    async def nightly(job: int) -> None: ...
+
+    nightly.schedule(Broken(), 1)
+    with caplog.at_level(logging.ERROR, logger="jobq"), pytest.raises(ZeroDivisionError):
+        await asyncio.wait_for(q.run(), LIVENESS)
+    [record] = [r for r in caplog.records if "failed; the queue stops" in r.getMessage()]
+    assert record.levelno == logging.ERROR
+    assert "the schedule of kind 'nightly'" in record.getMessage()
+    assert record.exc_info is not None  # its stack
+
+
+async def test_a_queue_whose_side_task_failed_still_stops_its_running_jobs_gracefully(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store, grace=5)
+    started = asyncio.Event()
+    finished: list[int] = []
+
+    @q.kind("slow")
+    async def slow(job: int) -> None:
+        started.set()
+        await asyncio.sleep(0.2)
+        finished.append(job)
+
+    @q.kind("nightly")
+    async def nightly(job: int) -> None: ...
+
+    class Later:
+        """Fails only once the slow job runs."""
+
+        def next_after(self, t: datetime) -> datetime:
+            if started.is_set():
+                raise ZeroDivisionError("late bug")
+            return t + timedelta(milliseconds=10)
+
+    nightly.schedule(Later(), 1)
+    slow.push(7)
+    with pytest.raises(ZeroDivisionError):
+        await asyncio.wait_for(q.run(), LIVENESS)
+    assert finished == [7]
+
+
+def test_an_on_fail_for_another_type_is_refused_as_the_app_starts(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+
+    def photo_failed(job: str, error: BaseException) -> None: ...
+
+    async def resize(job: int) -> None: ...
+
+    with pytest.raises(jobq.ConfigError, match=r"on_fail takes <class 'str'>.*handler takes"):
+        q.handle("resize", resize, on_fail=photo_failed)
+    assert "resize" not in q.kinds
+
+
+def test_an_on_fail_for_the_same_type_or_unannotated_is_taken(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+
+    def typed(job: int, error: BaseException) -> None: ...
+
+    @q.kind("a", on_fail=typed)
+    async def a(job: int) -> None: ...
+
+    @q.kind("b", on_fail=lambda job, error: None)
+    async def b(job: int) -> None: ...
+
+    assert set(q.kinds) == {"a", "b"}
+
+
+async def test_on_fail_runs_to_its_end_as_the_queue_stops_past_the_grace(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store, grace=0.1)
+    started, fail_now = asyncio.Event(), asyncio.Event()
+    told: list[int] = []
+
+    async def photo_failed(job: int, error: BaseException) -> None:
+        await asyncio.sleep(0.4)  # longer than the grace
+        told.append(job)
+
+    @q.kind("photo", on_fail=photo_failed)
+    async def photo(job: int) -> None:
+        started.set()
+        await fail_now.wait()
+        raise jobq.Permanent("the photo is gone")
+
+    photo.push(3)
+    task = asyncio.create_task(q.run())
+    await asyncio.wait_for(started.wait(), LIVENESS)
+    q.stop()
+    fail_now.set()
+    await asyncio.wait_for(task, LIVENESS)
+    assert told == [3]
+    [failed] = store.failed()
+    assert failed.error == "the photo is gone"
+
+
+async def test_a_thread_past_the_grace_is_waited_for_and_its_job_kept_not_put_back(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store, grace=0.05)
+    started = threading.Event()
+    runs: list[int] = []
+
+    @q.kind("render", timeout=30)
+    def render(job: int) -> None:
+        started.set()
+        time.sleep(0.4)  # a thread cannot be cancelled: past the grace
+        runs.append(job)
+
+    render.push(1)
+    task = asyncio.create_task(q.run())
+    assert await asyncio.to_thread(started.wait, LIVENESS)
+    q.stop()
+    await asyncio.wait_for(task, LIVENESS)
+    assert runs == [1]
+    assert len(store) == 0  # kept as done: not put back to run a second time
+    assert await q.adrain() == 0
+
+
+def test_a_push_through_something_that_is_not_a_store_fails_at_once(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+
+    @q.kind("mail")
+    async def mail(job: int) -> None: ...
+
+    with pytest.raises(jobq.ConfigError, match=r"store=.* is not a jobq\.Store.*bind"):
+        mail.push(1, store=object())  # type: ignore[arg-type]
+    assert len(store) == 0
+
+
+def test_kind_and_queue_import_one_way() -> None:
+    import ast
+    import pathlib
+
+    src = pathlib.Path(jobq.__file__).parent
+    imports: dict[str, set[str]] = {}
+    for path in src.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imports[path.stem] = {
+            node.module.split(".")[1]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("jobq.")
+            and node.module.count(".") == 1
+        }
+
+    def reaches(start: str, seen: set[str]) -> set[str]:
+        for name in imports.get(start, set()) - seen:
+            seen.add(name)
+            reaches(name, seen)
+        return seen
+
+    cycles = sorted(m for m in imports if m in reaches(m, set()))
+    assert cycles == []
+
+
+def test_a_run_state_lives_in_a_runner_made_per_run(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+    state = {k for k in vars(q) if not k.startswith("__")}
+    assert not state & {"_loop", "_wakeup", "_free", "_freed", "_due_times", "_run_task"}
+
+
+async def test_a_queue_waits_for_the_store_in_a_thread_never_on_the_loop(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store, poll=0.05)
+    loop_thread = threading.get_ident()
+    claims: list[int] = []
+
+    class Watched(MemoryStore):
+        def claim(self, now: datetime, until: datetime) -> jobq.Job | None:
+            claims.append(threading.get_ident())
+            return super().claim(now, until)
+
+    q = jobq.Queue(Watched(), poll=0.05)
+    task = asyncio.create_task(q.run())
+    await asyncio.sleep(0.2)
+    q.stop()
+    await asyncio.wait_for(task, LIVENESS)
+    assert claims
+    assert loop_thread not in claims
+    assert datetime.now(UTC)  # the queue stopped cleanly
