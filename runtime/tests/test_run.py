@@ -236,32 +236,6 @@ async def test_a_store_that_fails_is_logged_and_the_queue_goes_on_after_a_poll(
     assert "connection refused" in caplog.text
 
 
-async def test_a_claim_holds_its_job_for_the_longest_timeout_and_a_minute(
-    store: MemoryStore,
-) -> None:
-    q = jobq.Queue(store)
-    started, signal = _signal()
-    release = asyncio.Event()
-
-    @q.kind("short", timeout=30)
-    async def short(job: int) -> None: ...
-
-    @q.kind("long", timeout=120)
-    async def long(job: int) -> None:
-        signal()
-        await release.wait()
-
-    long.push(1)
-    async with running(q):
-        await asyncio.wait_for(started.wait(), LIVENESS)
-        now = datetime.now(UTC)
-        hour = timedelta(hours=1)
-        assert store.claim(now + timedelta(seconds=170), now + hour) is None
-        stolen = store.claim(now + timedelta(seconds=181), now + hour)
-        assert stolen is not None  # as another instance would, once the hold ran out
-        release.set()
-
-
 async def test_a_stopped_queue_lets_running_jobs_finish_within_the_grace(
     store: MemoryStore,
 ) -> None:

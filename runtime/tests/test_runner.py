@@ -202,14 +202,13 @@ def test_a_run_state_lives_in_a_runner_made_per_run(store: MemoryStore) -> None:
 async def test_a_queue_waits_for_the_store_in_a_thread_never_on_the_loop(
     store: MemoryStore,
 ) -> None:
-    q = jobq.Queue(store, poll=0.05)
     loop_thread = threading.get_ident()
     claims: list[int] = []
 
     class Watched(MemoryStore):
-        def claim(self, now: datetime, until: datetime) -> jobq.Job | None:
+        def claim_many(self, now: datetime, until: datetime, most: int) -> list[jobq.Job]:
             claims.append(threading.get_ident())
-            return super().claim(now, until)
+            return super().claim_many(now, until, most)
 
     q = jobq.Queue(Watched(), poll=0.05)
     task = asyncio.create_task(q.run())
