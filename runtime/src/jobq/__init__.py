@@ -5,8 +5,10 @@ The public API is what this module lists in ``__all__``; everything else is priv
 
 from __future__ import annotations
 
+from jobq.carry import Carrier
 from jobq.errors import (
     BadSchedule,
+    CarryTooLarge,
     ConfigError,
     JobqError,
     Permanent,
@@ -24,6 +26,7 @@ from jobq.schedule import Cron, Every, Schedule
 from jobq.store import (
     AtOnceStore,
     BatchStore,
+    CarryStore,
     FailedStore,
     HoldBackStore,
     LatestStore,
@@ -40,6 +43,9 @@ __all__ = [
     "AtOnceStore",
     "BadSchedule",
     "BatchStore",
+    "Carrier",
+    "CarryStore",
+    "CarryTooLarge",
     "ConfigError",
     "Cron",
     "Every",

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from jobq.job import Job
-from jobq.log import say
+from jobq.log import carried_fields, say
 from jobq.store import BatchStore, HoldBackStore, RenewStore, ScheduleStore, Store
 
 __all__ = ["Settle", "StoreCalls"]
@@ -180,6 +180,7 @@ def _logged(fn: Callable[..., R], what: str) -> Callable[..., R]:
                 job=job.id,
                 attempt=job.attempts,
                 err=e,
+                also=carried_fields(job.carried),
             )
             raise
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "BadSchedule",
+    "CarryTooLarge",
     "ConfigError",
     "JobqError",
     "Permanent",
@@ -31,6 +32,10 @@ class BadSchedule(ConfigError, ValueError):
 
 class ValueDoesNotFit(JobqError, ValueError):
     """A job's value does not fit the type its kind's handler takes."""
+
+
+class CarryTooLarge(JobqError, ValueError):
+    """What a push would carry is over 4 KB of JSON: carry IDs, not records; nothing was pushed."""
 
 
 class Permanent(JobqError):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 
-__all__ = ["fields", "log", "say"]
+__all__ = ["carried_fields", "fields", "log", "say"]
 
 log = logging.getLogger("jobq")
 
@@ -21,14 +22,41 @@ def fields(**values: object) -> str:
     return " ".join(parts)
 
 
-def say(level: int, message: str, *, trace: BaseException | None = None, **values: object) -> None:
+_RESERVED = {"level", "message", "trace", "kind", "job", "attempt", "at", "err"}
+
+
+def carried_fields(carried: Mapping[str, object] | None) -> dict[str, object]:
+    """What a job carried, as fields of the queue's lines about it (``request_id=...``).
+
+    Names that are not plain identifiers, or that the line has already, are left out.
+    """
+    if not carried:
+        return {}
+    return {
+        k: v
+        for k, v in carried.items()
+        if isinstance(k, str) and k.isidentifier() and k not in _RESERVED
+    }
+
+
+def say(
+    level: int,
+    message: str,
+    *,
+    trace: BaseException | None = None,
+    also: Mapping[str, object] | None = None,
+    **values: object,
+) -> None:
     """Log ``message`` with ``values`` as key=value text after it and as the record's attributes.
 
     ``trace`` logs an exception's traceback with it; an exception among the
-    values is kept as its text.
+    values is kept as its text. ``also`` adds fields after them (what a job
+    carried, from ``carried_fields``).
     """
     if not log.isEnabledFor(level):
         return
+    if also:
+        values = {**values, **{k: v for k, v in also.items() if k not in values}}
     extra = {k: str(v) if isinstance(v, BaseException) else v for k, v in values.items()}
     if extra:
         log.log(level, "%s %s", message, fields(**extra), exc_info=trace, extra=extra)

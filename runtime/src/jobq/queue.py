@@ -7,19 +7,22 @@ drain makes one, which owns that run's state and goes with it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobq.calls import StoreCalls
+from jobq.carry import Carrier, carried
 from jobq.errors import ConfigError
 from jobq.kind import Backoff, Handler, Kind, OnFail, Options, default_backoff, seconds
 from jobq.limiter import Limiter
 from jobq.runner import Runner, running_loop
 from jobq.store import (
     AtOnceStore,
+    CarryStore,
     HoldBackStore,
     LatestStore,
     OneAtATimeStore,
@@ -53,6 +56,7 @@ class Queue:
         grace: float = 20.0,  # seconds running jobs get to finish as the queue stops
         hold: float = 30.0,  # seconds a claim holds its job, renewed while it runs
         observe: Callable[[Ran], None] | None = None,
+        carry: Sequence[Carrier] = (),
     ) -> None:
         if not isinstance(store, Store):
             raise ConfigError(
@@ -62,12 +66,18 @@ class Queue:
             raise ConfigError(f"workers must be 1 or more, not {workers}")
         if poll <= 0 or grace < 0 or hold <= 0:
             raise ConfigError("poll and hold must be more than 0 seconds, and grace 0 or more")
+        for carrier in carry:
+            if not isinstance(carrier, Carrier):
+                raise ConfigError(
+                    f"{carrier!r} is not a jobq.Carrier: it needs carry(into) and restore(carried)"
+                )
         self.store = store
         self.workers = workers
         self.poll = poll
         self.grace = grace
         self.hold = hold
         self.observe = observe
+        self.carry = tuple(carry)
         self._kinds: dict[str, Kind[Any]] = {}
         self._schedules: dict[str, tuple[Schedule, Job]] = {}  # by kind: when, and the run's job
         self._started = False  # no kind or schedule is added once the queue has run
@@ -191,6 +201,7 @@ class Queue:
 
     def _push(self, kind: Kind[Any], job: Job, store: Store | None) -> str:
         target = self._target(kind, store)
+        self._carry(job, target)
         pushed = _push_to(target, kind.options, job)
         if pushed and target is self.store:
             self._pushed(job)
@@ -198,11 +209,16 @@ class Queue:
 
     async def _apush(self, kind: Kind[Any], job: Job, store: Store | None) -> str:
         target = self._target(kind, store)
+        self._carry(job, target)  # here, in the pushing context, not in the store's thread
         calls = self._calls if target is self.store else StoreCalls(target)
         pushed = await calls.call(_push_to, target, kind.options, job)
         if pushed and target is self.store:
             self._pushed(job)
         return job.id if pushed else ""
+
+    def _carry(self, job: Job, store: Store) -> None:
+        if self.carry and _has(type(store), CarryStore):
+            job.carried = carried(self.carry)
 
     def _target(self, kind: Kind[Any], store: Store | None) -> Store:
         if store is None:
@@ -291,6 +307,16 @@ _NEEDS: tuple[tuple[str, type, str], ...] = (
     ("at_once", AtOnceStore, "keeps_at_once"),
     ("rate", HoldBackStore, "hold_back"),
 )
+
+
+@functools.cache
+def _has(store: type, extra: type) -> bool:
+    """Whether a store's class has an extra: asked at each push, so asked once a class."""
+    return all(callable(getattr(store, name, None)) for name in _methods(extra))
+
+
+def _methods(extra: type) -> list[str]:
+    return [n for n in dir(extra) if not n.startswith("_") and callable(getattr(extra, n))]
 
 
 def _check_extras(kind: str, options: Options, store: Store, which: str) -> None:

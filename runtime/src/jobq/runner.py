@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pydantic
 
 from jobq.calls import Settle, StoreCalls
+from jobq.carry import Carrier, restore
 from jobq.errors import Permanent, StoreError, ValueDoesNotFit
 from jobq.job import Job, Outcome, Ran
 from jobq.kind import Kind, seconds
-from jobq.log import say
+from jobq.log import carried_fields, say
 from jobq.store import HoldBackStore, NotifyStore, RenewStore, Store
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class Settings(Protocol):
     grace: float  # seconds
     hold: float  # seconds
     observe: Callable[[Ran], None] | None
+    carry: tuple[Carrier, ...]
 
 
 class _Slots:
@@ -443,6 +445,8 @@ class Runner:
         if kind is None:
             await self._no_handler(job, claimed_at)
             return False
+        # In this job's own context: its handler, its limiter and on_fail see it.
+        restore(self.queue.carry, job.carried, kind=job.kind, job=job.id)
         if kind.options.rate is not None and not await self._rate_allows(kind, job, waited):
             return False
         attempt = _Attempt(job=job, kind=kind, waited=waited)
@@ -544,6 +548,7 @@ class Runner:
                 kind=kind.name,
                 job=job.id,
                 err=e,
+                also=carried_fields(job.carried),
             )
             wait = _LIMITER_DOWN
         if wait <= timedelta(0):
@@ -624,6 +629,7 @@ class Runner:
             kind=job.kind,
             job=job.id,
             attempt=job.attempts,
+            also=carried_fields(job.carried),
         )
         self._observe(
             Ran(
@@ -649,6 +655,7 @@ class Runner:
                 "a job's kind has no handler here, and goes back for another instance",
                 kind=job.kind,
                 job=job.id,
+                also=carried_fields(job.carried),
             )
 
     async def _on_fail(self, attempt: _Attempt) -> None:
@@ -680,7 +687,15 @@ class Runner:
                     timeout,
                 )
         except Exception as e:
-            say(logging.ERROR, "on_fail failed", trace=e, kind=job.kind, job=job.id, err=e)
+            say(
+                logging.ERROR,
+                "on_fail failed",
+                trace=e,
+                kind=job.kind,
+                job=job.id,
+                err=e,
+                also=carried_fields(job.carried),
+            )
 
     def _observe(self, ran: Ran) -> None:
         observe = self.queue.observe
@@ -713,6 +728,7 @@ def _log_failure(
         attempt=job.attempts,
         **when,
         err=err,
+        also=carried_fields(job.carried),
     )
 
 

@@ -20,6 +20,7 @@ from jobq.job import Job
 __all__ = [
     "AtOnceStore",
     "BatchStore",
+    "CarryStore",
     "FailedStore",
     "HoldBackStore",
     "LatestStore",
@@ -241,6 +242,20 @@ class RenewStore(Store, Protocol):
         failed or put back, is left alone and not returned.
         """
         ...
+
+
+@runtime_checkable
+class CarryStore(Store, Protocol):
+    """A Store that keeps what each job carried from the context it was pushed in."""
+
+    def keeps_carried(self) -> None:
+        """Does nothing: its being here says the store keeps this promise.
+
+        A job's ``carried`` is kept with it from each of its pushes and given
+        back by every claim, through retries and ``run_again``, and in
+        ``failed()``. A push that pushes nothing, or moves the job that waits
+        (``push_unique``, ``push_latest``), leaves that job what it carried.
+        """
 
 
 @runtime_checkable
