@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping
 from typing import assert_type
 
 import jobq
@@ -57,3 +58,31 @@ async def pushes() -> None:
 def observe(ran: jobq.Ran) -> None:
     assert_type(ran.outcome, jobq.Outcome)
     assert_type(ran.took, timedelta)
+
+
+class Throttle:
+    def take(self, name: str) -> float:
+        return 0.0
+
+
+@q.kind("reindex", unique=True, latest=True, one_at_a_time=True, at_once=2, priority=5)
+async def reindex(job: int) -> None: ...
+
+
+@q.kind("newsletter", rate=Throttle())
+async def newsletter(job: int) -> None: ...
+
+
+assert_type(reindex.push(1, priority=9), str)
+limited: jobq.Limiter = Throttle()
+q.kind("bad-rate", rate=object())  # type: ignore[arg-type]
+q.kind("bad-at-once", at_once="2")  # type: ignore[arg-type]
+
+
+class RequestID:
+    def carry(self, into: dict[str, str]) -> None: ...
+
+    def restore(self, carried: Mapping[str, str]) -> None: ...
+
+
+carrying = jobq.Queue(MemoryStore(), carry=[RequestID()], hold=30.0)
