@@ -54,8 +54,9 @@ class StoreError(JobqError):
 class StoreLocked(StoreError):
     """The database stayed locked by another transaction past the busy timeout.
 
-    A push made while the app's own transaction holds the write lock waits for
-    that transaction: push through a Store bound to it instead.
+    When that transaction is the app's own open write transaction, push
+    through a Store bound to it instead; otherwise, shorten what holds the
+    lock, or give the store a longer busy timeout.
     """
 
 

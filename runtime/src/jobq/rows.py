@@ -59,9 +59,10 @@ def at(millis: int) -> datetime:
 def insert(job: Job) -> dict[str, Any]:
     """The parameters of a new job's INSERT, by column name.
 
-    ``unique_key`` is the key only for a unique push (``unique``): a plain push
-    of a job with a key keeps no unique key. ``alone_key`` is the key while
-    the job is one at a time, else None; ``at_once`` None for no limit.
+    ``unique_key`` is the job's key (None for none): the SQL of ``push_unique``
+    and ``push_latest`` writes it, a plain ``push`` writes NULL. ``alone_key``
+    is the key while the job is one at a time, else None; ``at_once`` None for
+    no limit; ``carried`` JSON, or None for nothing.
     """
     return {
         "kind": job.kind,
