@@ -6,22 +6,26 @@ with what else that transaction writes, or not at all. Make the engine with
 ``make_engine``: it sets the pragmas and the transaction mode this file relies on.
 
 Times are Unix milliseconds in SQL and aware UTC datetimes outside it; an ID
-is the ``str`` of the row's integer primary key.
+is the ``str`` of the row's integer primary key. SQLite has one writer, so a
+claim reads what is held and holds what it takes in one statement, with no
+lock rows: nothing else writes between its read and its write. It needs
+SQLite 3.35 or later (RETURNING, MATERIALIZED), which `sqlite3.sqlite_version` tells.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import UTC, datetime
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import jobq
-from jobq import Job
+from jobq import Job, rows
 from sqlalchemy import create_engine, event, exc, make_url, text
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from sqlalchemy import TextClause
     from sqlalchemy.engine import Connection, Engine
@@ -29,11 +33,14 @@ if TYPE_CHECKING:
 
 __all__ = ["BEGIN", "SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations to have made: tests compare the two.
+# What the Store expects the migrations (0001_jobs, then 0002_jobs) to have
+# made: tests compare the two.
 SCHEMA = (
+    # AUTOINCREMENT: an ID is never given twice, even once its job is gone, so a
+    # stalled worker's late settle can never reach a job it did not claim.
     """
     CREATE TABLE jobs (
-        id         INTEGER PRIMARY KEY,
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
         kind       TEXT NOT NULL,
         payload    TEXT NOT NULL,
         run_at     INTEGER NOT NULL,
@@ -42,42 +49,166 @@ SCHEMA = (
         error      TEXT,
         failed_at  INTEGER,
         created_at INTEGER NOT NULL
-                   DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
+                   DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)),
+        priority   INTEGER NOT NULL DEFAULT 0,
+        unique_key TEXT,
+        alone_key  TEXT,
+        at_once    INTEGER,
+        carried    TEXT
     )
     """,
-    # The claim's index: only jobs that may run are in it, so neither failed
-    # jobs nor the ones waiting for later add to what a poll reads.
-    "CREATE INDEX jobs_due ON jobs (run_at, id) WHERE failed_at IS NULL",
+    # The claim's index, in claim order: only jobs that may run are in it, so
+    # neither failed jobs nor the ones waiting for later add to what a poll reads.
+    "CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id) WHERE failed_at IS NULL",
     "CREATE INDEX jobs_failed ON jobs (failed_at) WHERE failed_at IS NOT NULL",
+    # Of pushes of one key at once, the index lets one in (NULLs never meet).
+    "CREATE UNIQUE INDEX jobs_unique ON jobs (kind, unique_key) WHERE unique_key IS NOT NULL",
+    "CREATE INDEX jobs_alone ON jobs (kind, alone_key) WHERE alone_key IS NOT NULL",
+    # What a kind holds now is a few entries of this index, never the table.
+    "CREATE INDEX jobs_held ON jobs (kind, held_until)",
     """
     CREATE TABLE schedules (
         name   TEXT PRIMARY KEY,
         run_at INTEGER NOT NULL
     )
     """,
+    # A kind a rate holds back, or an operator paused, until held_until.
+    """
+    CREATE TABLE held_kinds (
+        kind       TEXT PRIMARY KEY,
+        held_until INTEGER NOT NULL,
+        paused     INTEGER NOT NULL DEFAULT 0
+    )
+    """,
 )
+
+
+# The due index leads with priority, so a plain `run_at <= :now` would read
+# every waiting job of the top priority before reaching a lower one (and all
+# of them when none is due). Instead this walks the index's few distinct
+# priorities, one seek each; `priority IN (SELECT p FROM priorities)` then makes
+# each a range seek on (priority, run_at), read in index order, so a claim and
+# an idle poll read a few index entries whatever the table holds.
+_PRIORITIES = """
+    priorities (p) AS (
+        SELECT max(priority) FROM jobs WHERE failed_at IS NULL
+        UNION ALL
+        SELECT (SELECT max(priority) FROM jobs WHERE failed_at IS NULL AND priority < p)
+        FROM priorities WHERE p IS NOT NULL
+    )
+"""
+
+# The first {most} due jobs that may each be claimed, in claim order, given
+# what is held now (docs/store.md, "What a claim may take"): none of a kind
+# held back or paused, of a OneAtATime key a held job has, or of an AtOnce
+# kind that has its n held.
+_MAY = """
+    SELECT {columns} FROM jobs AS due
+    WHERE due.failed_at IS NULL AND due.priority IN (SELECT p FROM priorities)
+      AND due.run_at <= :now AND due.held_until <= :now
+      AND NOT EXISTS (
+          SELECT 1 FROM held_kinds
+          WHERE held_kinds.kind = due.kind AND held_kinds.held_until > :now
+      )
+      AND (due.alone_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM jobs AS held
+          WHERE held.kind = due.kind AND held.alone_key = due.alone_key
+            AND held.held_until > :now
+      ))
+      AND (due.at_once IS NULL OR due.at_once > (
+          SELECT count(*) FROM jobs AS held
+          WHERE held.kind = due.kind AND held.held_until > :now
+      ))
+    ORDER BY due.priority DESC, due.run_at, due.id
+    LIMIT {most}
+"""
 
 # An idle poll reads first: a write, even one that changes nothing, would take
-# SQLite's one write lock at every poll of every instance.
-_ANY_DUE = text(
-    "SELECT 1 FROM jobs WHERE failed_at IS NULL AND run_at <= :now AND held_until <= :now LIMIT 1"
-)
+# SQLite's one write lock at every poll of every instance. It asks what the
+# claim asks, so a paused kind's due jobs cost no write lock either.
+_ANY_DUE = text(f"WITH RECURSIVE {_PRIORITIES} {_MAY.format(columns='1', most=1)}")
 
-# One statement finds the job and holds it, so two claims can't both have it.
-_CLAIM = text(
-    """
-    UPDATE jobs SET held_until = :until, attempts = attempts + 1
-    WHERE id = (
-        SELECT id FROM jobs
-        WHERE failed_at IS NULL AND run_at <= :now AND held_until <= :now
-        ORDER BY run_at, id LIMIT 1
+_MAY_COLUMNS = """
+    due.id, due.kind, due.priority, due.run_at, due.unique_key, due.alone_key, due.at_once,
+    CASE WHEN due.at_once IS NULL THEN 0 ELSE (
+        SELECT count(*) FROM jobs AS held WHERE held.kind = due.kind AND held.held_until > :now
+    ) END AS held
+"""
+
+# Of the jobs in `may`, a batch keeps the first of each OneAtATime key, then,
+# of each kind, a job with an `at_once` only while the batch's jobs of its kind
+# before it and those held leave room: what claims one after another would take.
+# (Jobs of one kind pushed with different limits, as while its limit changes,
+# may get fewer than that, never more.)
+_RANKED = """
+    SELECT id FROM (
+        SELECT id, at_once, held,
+            row_number() OVER (PARTITION BY kind ORDER BY priority DESC, run_at, id) AS nth
+        FROM (
+            SELECT *,
+                row_number() OVER (
+                    PARTITION BY kind, alone_key ORDER BY priority DESC, run_at, id
+                ) AS nth_of_key
+            FROM may
+        )
+        WHERE alone_key IS NULL OR nth_of_key = 1
     )
-    RETURNING id, kind, payload, run_at, attempts, error
+    WHERE at_once IS NULL OR nth <= at_once - held
+"""
+
+
+@cache
+def _claim(most: int) -> TextClause:
+    """The claim of up to ``most`` jobs: one UPDATE of the jobs it chose, returning them.
+
+    The claim holds each job, adds one to its attempts and lets its unique key
+    go, so a push of the value while it runs is a new job. It returns the key
+    as it was, from ``may`` (MATERIALIZED: read once, before the write), for
+    ``hold_back`` to give back.
     """
+    # One job that may be claimed alone needs no ranking.
+    chosen = "SELECT id FROM may" if most == 1 else _RANKED
+    return text(
+        f"""
+        WITH RECURSIVE {_PRIORITIES},
+        may AS MATERIALIZED ({_MAY.format(columns=_MAY_COLUMNS, most=most)})
+        UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL
+        WHERE id IN ({chosen})
+        RETURNING id, kind, payload, run_at, attempts, error, failed_at,
+            (SELECT may.unique_key FROM may WHERE may.id = jobs.id),
+            alone_key, at_once, carried, priority
+        """
+    )
+
+
+_CLAIM = _claim(1)
+
+_INSERT = """
+    INSERT INTO jobs (kind, payload, run_at, unique_key, alone_key, at_once, carried, priority)
+    VALUES (:kind, :payload, :run_at, {unique_key}, :alone_key, :at_once, :carried, :priority)
+"""
+
+# A plain push keeps no unique key, whatever the job's key: only push_unique's
+# and push_latest's jobs are turned away or found by it.
+_PUSH = text(_INSERT.format(unique_key="NULL") + " RETURNING id")
+
+# The unique index turns the insert away, and no row comes back, when a job of
+# the kind and key waits.
+_PUSH_UNIQUE = text(
+    _INSERT.format(unique_key=":unique_key")
+    + " ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING RETURNING id"
 )
 
-_PUSH = text(
-    "INSERT INTO jobs (kind, payload, run_at) VALUES (:kind, :payload, :run_at) RETURNING id"
+_WAITING = text("SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key")
+
+# Moves the waiting job to the push's time, and nothing else of it.
+_PUSH_LATEST = text(
+    _INSERT.format(unique_key=":unique_key")
+    + """
+    ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL
+    DO UPDATE SET run_at = excluded.run_at
+    RETURNING id
+    """
 )
 
 # done, retry and fail are fenced by attempts: once a later claim has taken the
@@ -98,9 +229,116 @@ _FAIL = text(
     """
 )
 
-_FAILED = text(
+
+def _fenced(n: int, *more: str) -> str:
+    """A CTE ``fence (id, attempts, *more)`` of the values of n jobs.
+
+    A batch names its parameters ``id0, attempts0, ..., id1, ...``, so that a
+    statement's text depends only on how many jobs it has and is prepared once.
     """
-    SELECT id, kind, payload, run_at, attempts, error, failed_at FROM jobs
+    names = ("id", "attempts", *more)
+    values = ", ".join("(" + ", ".join(f":{name}{i}" for name in names) + ")" for i in range(n))
+    return f"fence ({', '.join(names)}) AS (VALUES {values})"
+
+
+@cache
+def _done_many(n: int) -> TextClause:
+    cte = _fenced(n)
+    return text(
+        f"""
+        WITH {cte}
+        DELETE FROM jobs WHERE failed_at IS NULL AND id IN (
+            SELECT held.id FROM fence
+            JOIN jobs AS held ON held.id = fence.id AND held.attempts = fence.attempts
+        )
+        """
+    )
+
+
+@cache
+def _retry_many(n: int) -> TextClause:
+    cte = _fenced(n, "run_at", "error")
+    return text(
+        f"""
+        WITH {cte}
+        UPDATE jobs SET run_at = fence.run_at, held_until = 0, error = fence.error FROM fence
+        WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
+        """
+    )
+
+
+@cache
+def _fail_many(n: int) -> TextClause:
+    cte = _fenced(n, "failed_at", "error")
+    return text(
+        f"""
+        WITH {cte}
+        UPDATE jobs SET failed_at = fence.failed_at, held_until = 0, error = fence.error
+        FROM fence
+        WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
+        """
+    )
+
+
+# A hold is renewed only while its claim has it: a retry or a fail leaves the
+# attempts as they were but the hold at 0, and a later claim adds an attempt.
+@cache
+def _renew(n: int) -> TextClause:
+    cte = _fenced(n)
+    return text(
+        f"""
+        WITH {cte}
+        UPDATE jobs SET held_until = :until FROM fence
+        WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts
+          AND jobs.failed_at IS NULL AND jobs.held_until > 0
+        RETURNING jobs.id
+        """
+    )
+
+
+# The kind's time only moves forward: a later hold-back or a pause is kept.
+_HOLD_KIND = text(
+    """
+    INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
+    ON CONFLICT (kind) DO UPDATE SET held_until = max(held_until, excluded.held_until)
+    """
+)
+
+# As the claim found it: its attempt taken back, and its key again unless a job
+# pushed as it ran has the key now (SQLite's one writer: the look and the write
+# are one statement, and nothing writes between them).
+_HOLD_BACK = text(
+    """
+    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = (
+        SELECT :unique_key WHERE NOT EXISTS (
+            SELECT 1 FROM jobs WHERE kind = :kind AND unique_key = :unique_key
+        )
+    )
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+    """
+)
+
+# A pause replaces the kind's pause before it, but never shortens a rate's hold.
+_PAUSE = text(
+    """
+    INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, 1)
+    ON CONFLICT (kind) DO UPDATE SET paused = 1, held_until = CASE
+        WHEN held_kinds.paused THEN excluded.held_until
+        ELSE max(held_kinds.held_until, excluded.held_until)
+    END
+    """
+)
+
+_RESUME = text("UPDATE held_kinds SET paused = 0, held_until = 0 WHERE kind = :kind AND paused")
+
+_PAUSED = text("SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now")
+
+# A pause with no end: held until the largest time an INTEGER holds.
+_FOREVER = 2**63 - 1
+
+_FAILED = text(
+    f"""
+    SELECT {rows.COLUMNS} FROM jobs
     WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
     """
 )
@@ -123,9 +361,6 @@ _SCHEDULE = text(
     RETURNING name
     """
 )
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
 
 # The execution option that says how a transaction begins (see make_engine).
 BEGIN = "sqlite_begin"
@@ -174,7 +409,7 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
 
 
 class Jobs:
-    """The jobs table: a jobq Store, FailedStore and ScheduleStore.
+    """The jobs table: a jobq Store with every extra but NotifyStore.
 
     ``Jobs(engine)`` runs each operation in a transaction of its own.
     ``jobs.bind(connection)`` runs them in the connection's open transaction,
@@ -194,73 +429,179 @@ class Jobs:
         """
         return Jobs(self._engine, _connection=connection)
 
+    # Store
+
     def push(self, job: Job) -> None:
         with self._write() as sql:
-            job.id = str(sql.rows(_PUSH, _insert(job))[0][0])
+            job.id = str(sql.rows(_PUSH, rows.insert(job))[0][0])
 
     def claim(self, now: datetime, until: datetime) -> Job | None:
-        params = {"now": _ms(now), "until": _ms(until)}
-        if self._connection is None:
-            with self._read() as sql:
-                if not sql.rows(_ANY_DUE, params):
-                    return None
-        with self._write() as sql:
-            rows = sql.rows(_CLAIM, params)
-        return _job(rows[0]) if rows else None
+        claimed = self.claim_many(now, until, 1)
+        return claimed[0] if claimed else None
 
     def done(self, job: Job) -> None:
         with self._write() as sql:
-            sql.count(_DONE, {"id": int(job.id), "attempts": job.attempts})
+            sql.count(_DONE, rows.fence(job))
 
     def retry(self, job: Job) -> None:
-        params = {
-            "id": int(job.id),
-            "attempts": job.attempts,
-            "run_at": _ms(job.run_at),
-            "error": job.error,
-        }
+        params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": job.error}
         with self._write() as sql:
             sql.count(_RETRY, params)
 
     def fail(self, job: Job) -> None:
         job.failed_at = job.failed_at or datetime.now(UTC)
-        params = {
-            "id": int(job.id),
-            "attempts": job.attempts,
-            "failed_at": _ms(job.failed_at),
-            "error": job.error,
-        }
+        params = {**rows.fence(job), "failed_at": rows.ms(job.failed_at), "error": job.error}
         with self._write() as sql:
             sql.count(_FAIL, params)
 
+    # BatchStore
+
+    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
+        params = {"now": rows.ms(now), "until": rows.ms(until)}
+        if most < 1:
+            return []
+        if self._connection is None:
+            with self._read() as sql:
+                if not sql.rows(_ANY_DUE, params):
+                    return []
+        claimed: list[Job] = []
+        with self._write() as sql:
+            while len(claimed) < most:
+                got = [rows.job(row) for row in sql.rows(_claim(most - len(claimed)), params)]
+                claimed += got
+                # A round takes fewer than it was asked for when nothing more is
+                # due, or when its ranking dropped jobs of a key or kind it took
+                # one of: only then may another round, which sees this round's
+                # holds, find more.
+                if not any(j.one_at_a_time or j.at_once for j in got):
+                    break
+        claimed.sort(key=lambda j: (-j.priority, j.run_at, int(j.id)))
+        return claimed
+
+    def settle_many(
+        self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
+    ) -> None:
+        now = datetime.now(UTC)
+        for job in fail:
+            job.failed_at = job.failed_at or now
+        with self._write() as sql:
+            if done:
+                sql.count(_done_many(len(done)), _numbered(done))
+            if retry:
+                sql.count(
+                    _retry_many(len(retry)),
+                    _numbered(retry, lambda j: {"run_at": rows.ms(j.run_at), "error": j.error}),
+                )
+            if fail:
+                sql.count(
+                    _fail_many(len(fail)),
+                    _numbered(
+                        fail,
+                        lambda j: {"failed_at": rows.ms(j.failed_at or now), "error": j.error},
+                    ),
+                )
+
+    # RenewStore
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
+        if not jobs:
+            return []
+        params = {**_numbered(jobs), "until": rows.ms(until)}
+        with self._write() as sql:
+            return [str(row[0]) for row in sql.rows(_renew(len(jobs)), params)]
+
+    # FailedStore
+
     def failed(self) -> list[Job]:
         with self._read() as sql:
-            return [_job(row) for row in sql.rows(_FAILED, {})]
+            return [rows.job(row) for row in sql.rows(_FAILED, {})]
 
     def run_again(self, id: str, at: datetime) -> bool:
         if not id.isdecimal():
             return False  # not an ID this table gives out, so not one of its jobs
         with self._write() as sql:
-            return sql.count(_RUN_AGAIN, {"id": int(id), "run_at": _ms(at)}) > 0
+            return sql.count(_RUN_AGAIN, {"id": int(id), "run_at": rows.ms(at)}) > 0
+
+    # ScheduleStore
 
     def push_scheduled(self, schedule: str, job: Job) -> bool:
         with self._write() as sql:
-            if not sql.rows(_SCHEDULE, {"name": schedule, "run_at": _ms(job.run_at)}):
+            if not sql.rows(_SCHEDULE, {"name": schedule, "run_at": rows.ms(job.run_at)}):
                 return False
-            job.id = str(sql.rows(_PUSH, _insert(job))[0][0])
+            if job.key:
+                # A unique kind's job with the run's value that waits is the run.
+                self._push_unique(sql, job)
+            else:
+                job.id = str(sql.rows(_PUSH, rows.insert(job))[0][0])
             return True
+
+    # UniqueStore, LatestStore
+
+    def push_unique(self, job: Job) -> bool:
+        with self._write() as sql:
+            return self._push_unique(sql, job)
+
+    def push_latest(self, job: Job) -> None:
+        with self._write() as sql:
+            job.id = str(sql.rows(_PUSH_LATEST, rows.insert(job))[0][0])
+
+    @staticmethod
+    def _push_unique(sql: rows.Statements, job: Job) -> bool:
+        params = rows.insert(job)
+        pushed = sql.rows(_PUSH_UNIQUE, params)
+        if pushed:
+            job.id = str(pushed[0][0])
+            return True
+        job.id = str(sql.rows(_WAITING, params)[0][0])
+        return False
+
+    # OneAtATimeStore, AtOnceStore: kept by the claim (see _MAY and _RANKED)
+
+    def keeps_one_at_a_time(self) -> None:
+        pass
+
+    def keeps_at_once(self) -> None:
+        pass
+
+    # CarryStore: every push writes `carried`, and every read gives it back
+
+    def keeps_carried(self) -> None:
+        pass
+
+    # HoldBackStore, PauseStore
+
+    def hold_back(self, job: Job, until: datetime) -> None:
+        with self._write() as sql:
+            sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
+            sql.count(
+                _HOLD_BACK, {**rows.fence(job), "kind": job.kind, "unique_key": job.key or None}
+            )
+
+    def pause(self, kind: str, until: datetime | None) -> None:
+        held = _FOREVER if until is None else rows.ms(until)
+        with self._write() as sql:
+            sql.count(_PAUSE, {"kind": kind, "until": held})
+
+    def resume(self, kind: str) -> bool:
+        with self._write() as sql:
+            return sql.count(_RESUME, {"kind": kind}) > 0
+
+    def paused(self, now: datetime) -> dict[str, datetime | None]:
+        with self._read() as sql:
+            found = sql.rows(_PAUSED, {"now": rows.ms(now)})
+        return {kind: None if held >= _FOREVER else rows.at(held) for kind, held in found}
 
     def prune(self, before: datetime) -> int:
         """Delete the jobs that failed for good before ``before``; say how many."""
         with self._write() as sql:
-            return sql.count(_PRUNE, {"before": _ms(before)})
+            return sql.count(_PRUNE, {"before": rows.ms(before)})
 
     @contextmanager
-    def _write(self) -> Iterator[_Statements]:
+    def _write(self) -> Iterator[rows.Statements]:
         """One transaction that holds the write lock from its start, committed as the block ends."""
         with _translated():
             if self._connection is not None:
-                yield _Through(self._connection)  # the app's transaction: the app commits it
+                yield rows.Through(self._connection)  # the app's transaction: the app commits it
                 return
             raw = self._engine.raw_connection()
             try:
@@ -276,11 +617,11 @@ class Jobs:
                 raw.close()
 
     @contextmanager
-    def _read(self) -> Iterator[_Statements]:
+    def _read(self) -> Iterator[rows.Statements]:
         """A single SELECT, which needs no BEGIN: it is a transaction of its own."""
         with _translated():
             if self._connection is not None:
-                yield _Through(self._connection)
+                yield rows.Through(self._connection)
                 return
             raw = self._engine.raw_connection()
             try:
@@ -289,10 +630,15 @@ class Jobs:
                 raw.close()
 
 
-class _Statements(Protocol):
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]: ...
-
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int: ...
+def _numbered(
+    jobs: Sequence[Job], more: Callable[[Job], dict[str, Any]] = lambda _: {}
+) -> dict[str, Any]:
+    """A batch's parameters, each job's fence and ``more`` numbered by its place."""
+    params: dict[str, Any] = {}
+    for i, job in enumerate(jobs):
+        for name, value in {**rows.fence(job), **more(job)}.items():
+            params[f"{name}{i}"] = value
+    return params
 
 
 class _Driver:
@@ -311,19 +657,6 @@ class _Driver:
 
     def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
         return self._connection.execute(statement.text, params).rowcount
-
-
-class _Through:
-    """Statements through a SQLAlchemy connection, in the transaction the app holds."""
-
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
-
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in self._connection.execute(statement, params)]
-
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        return self._connection.execute(statement, params).rowcount
 
 
 @contextmanager
@@ -345,11 +678,12 @@ def _translated() -> Iterator[None]:
 def _portable(original: BaseException | None, invalidated: bool) -> jobq.StoreError:
     code = getattr(original, "sqlite_errorcode", 0) & 0xFF  # the primary code
     if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        # Which connection holds the lock, SQLite does not say: say what is known.
         return jobq.StoreLocked(
-            "the SQLite database stayed locked by another transaction past the busy timeout. "
-            "While the app holds a write transaction, a push through the queue's own store "
-            "waits for it and fails: push through jobs.bind(connection) inside that "
-            "transaction instead"
+            "another connection or process held the SQLite database's write lock past "
+            "the busy timeout. If it is the app's own open write transaction, push "
+            "through jobs.bind(connection) inside that transaction; otherwise shorten "
+            "what holds the lock, or give make_engine a longer busy_timeout"
         )
     if invalidated or code in (
         sqlite3.SQLITE_CANTOPEN,
@@ -357,37 +691,6 @@ def _portable(original: BaseException | None, invalidated: bool) -> jobq.StoreEr
         sqlite3.SQLITE_NOTADB,
     ):
         return jobq.StoreUnavailable(f"the SQLite database cannot be opened: {original}")
-    if "no such table" in str(original):
+    if "no such table" in str(original) or "no such column" in str(original):
         return jobq.StoreError(f"{original}: run the app's migrations (./myapp migrate)")
     return jobq.StoreError(f"the jobs table could not be written or read: {original}")
-
-
-def _ms(at: datetime) -> int:
-    """``at`` in Unix milliseconds, in integers so that no float rounds it."""
-    if at.utcoffset() is None:
-        raise ValueError(
-            f"{at!r} has no time zone: give an aware datetime, such as datetime.now(UTC)"
-        )
-    return (at - _EPOCH) // _MS
-
-
-def _at(ms: int) -> datetime:
-    return _EPOCH + ms * _MS
-
-
-def _insert(job: Job) -> dict[str, Any]:
-    return {"kind": job.kind, "payload": job.payload, "run_at": _ms(job.run_at)}
-
-
-def _job(row: tuple[Any, ...]) -> Job:
-    """A job from its columns: id, kind, payload, run_at, attempts, error[, failed_at]."""
-    failed_at = row[6] if len(row) > 6 else None
-    return Job(
-        kind=row[1],
-        payload=row[2],
-        run_at=_at(row[3]),
-        id=str(row[0]),
-        attempts=row[4],
-        error=row[5],
-        failed_at=None if failed_at is None else _at(failed_at),
-    )
