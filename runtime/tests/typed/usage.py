@@ -6,9 +6,9 @@ Each ``# type: ignore[...]`` marks a mistake mypy must catch; with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from collections.abc import Mapping
 from typing import assert_type
 
 import jobq

@@ -1,7 +1,8 @@
 """What an app's tests use: MemoryStore, and the Store conformance suite.
 
 An app checks its own Store by subclassing the suite and giving it a fresh,
-empty store for each test::
+empty store for each test, through a fixture named ``store`` (the suite's
+only fixture)::
 
     from jobq.testing import StoreSuite
 
@@ -11,26 +12,88 @@ empty store for each test::
             return Jobs(make_engine(f"sqlite:///{tmp_path}/jobs.sqlite3"))
 
 The suite checks each promise of the Store contract, and of each extra the
-store has; the tests of an extra it lacks are skipped, saying which.
+store has; the tests of an extra it lacks are skipped, saying which. It is
+made of one mixin a family, for a store that wants only some: StorePromises,
+FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
+LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
+HoldBackStorePromises, PauseStorePromises, BatchStorePromises,
+RenewStorePromises and CarryStorePromises. Its times are fixed, whole
+milliseconds, far from now, so that no store passes by reading its own clock;
+its concurrency tests race threads (``at_once``), claiming one job at a time
+and, for a BatchStore, with ``claim_many`` too. Every assertion's message says
+the promise it checks.
+
+A store bound to the app's own transaction (for a push inside a request's
+transaction) is checked with ``InTransaction``, which runs each call in a
+transaction of its own and commits it, as the app would::
+
+    from contextlib import contextmanager
+
+    from jobq.testing import InTransaction, StoreSuite
+
+    class TestJobsTableInTheAppsTransaction(StoreSuite):
+        @pytest.fixture
+        def store(self, engine):
+            jobs = Jobs(engine)
+
+            @contextmanager
+            def begin():
+                with engine.begin() as conn:
+                    yield jobs.bind(conn)
+
+            return InTransaction(begin)
 """
 
 from __future__ import annotations
 
+from jobq.testing._at_once import AtOnceStorePromises
+from jobq.testing._batch import BatchStorePromises
+from jobq.testing._carry import CarryStorePromises
 from jobq.testing._failed import FailedStorePromises
+from jobq.testing._hold_back import HoldBackStorePromises
+from jobq.testing._latest import LatestStorePromises
+from jobq.testing._one_at_a_time import OneAtATimeStorePromises
+from jobq.testing._pause import PauseStorePromises
+from jobq.testing._renew import RenewStorePromises
 from jobq.testing._schedule import ScheduleStorePromises
 from jobq.testing._store import StorePromises
 from jobq.testing._support import at_once
+from jobq.testing._transaction import InTransaction
+from jobq.testing._unique import UniqueStorePromises
 from jobq.testing.memory import MemoryStore
 
 __all__ = [
+    "AtOnceStorePromises",
+    "BatchStorePromises",
+    "CarryStorePromises",
     "FailedStorePromises",
+    "HoldBackStorePromises",
+    "InTransaction",
+    "LatestStorePromises",
     "MemoryStore",
+    "OneAtATimeStorePromises",
+    "PauseStorePromises",
+    "RenewStorePromises",
     "ScheduleStorePromises",
     "StorePromises",
     "StoreSuite",
+    "UniqueStorePromises",
     "at_once",
 ]
 
 
-class StoreSuite(StorePromises, FailedStorePromises, ScheduleStorePromises):
+class StoreSuite(
+    StorePromises,
+    FailedStorePromises,
+    ScheduleStorePromises,
+    UniqueStorePromises,
+    LatestStorePromises,
+    OneAtATimeStorePromises,
+    AtOnceStorePromises,
+    HoldBackStorePromises,
+    PauseStorePromises,
+    BatchStorePromises,
+    RenewStorePromises,
+    CarryStorePromises,
+):
     """Every promise of the Store contract and its extras, for one store."""

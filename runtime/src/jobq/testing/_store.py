@@ -5,9 +5,21 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
+import pytest
+
 from jobq.job import Job
-from jobq.store import Store
-from jobq.testing._support import FAR, HOLD, at, at_once, drain, job
+from jobq.store import BatchStore, FailedStore, HoldBackStore, RenewStore, Store
+from jobq.testing._support import (
+    CLAIMS,
+    FAR,
+    HOLD,
+    at,
+    at_once,
+    claims_of,
+    done_all,
+    drain,
+    job,
+)
 
 __all__ = ["StorePromises"]
 
@@ -65,6 +77,57 @@ class StorePromises:
         for n in range(5):
             store.push(job(payload=f'{{"n":{n}}}'))
         assert [j.payload for j in drain(store, at(1))] == [f'{{"n":{n}}}' for n in range(5)]
+
+    def test_a_claimed_job_comes_back_with_its_priority(self, store: Store) -> None:
+        store.push(job(priority=7))
+        store.push(job(priority=-3))
+        claimed = [store.claim(at(0), at(300)) for _ in range(2)]
+        assert [j.priority for j in claimed if j is not None] == [7, -3]
+
+    def test_of_due_jobs_the_highest_priority_comes_first_then_the_soonest_then_the_first_pushed(
+        self, store: Store
+    ) -> None:
+        for name, priority, seconds in [
+            ("a", 0, 10),
+            ("b", 5, 30),
+            ("c", 5, 20),
+            ("d", 0, 10),
+            ("e", -1, 0),
+            ("f", 5, 20),
+        ]:
+            store.push(job(payload=f'"{name}"', run_at=at(seconds), priority=priority))
+        order = [j.payload for j in drain(store, at(60))]
+        assert order == ['"c"', '"f"', '"b"', '"a"', '"d"', '"e"'], (
+            "claims go by priority (higher first), then run_at, then push order"
+        )
+
+    def test_a_job_of_higher_priority_that_is_not_due_keeps_no_due_job_waiting(
+        self, store: Store
+    ) -> None:
+        store.push(job(payload='"later"', run_at=at(100), priority=9))
+        store.push(job(payload='"due"', run_at=at(0)))
+        claimed = store.claim(at(50), at(300))
+        assert claimed is not None, "a job due at now is claimed, whatever waits behind it"
+        assert claimed.payload == '"due"'
+        assert store.claim(at(50), at(300)) is None, "a job is not claimed before its time"
+
+    def test_after_the_newest_job_is_done_a_push_gets_an_id_never_used_before(
+        self, store: Store
+    ) -> None:
+        pushed = [job(payload=f'{{"n":{n}}}') for n in range(3)]
+        for j in pushed:
+            store.push(j)
+        newest = pushed[-1]
+        earlier = {j.id for j in pushed}
+        for j in drain(store, at(1)):
+            assert j.id in earlier
+        # Every job is gone, the newest too: a store that takes max(id) + 1 gives its ID again.
+        again = job(payload='{"n":3}')
+        store.push(again)
+        assert again.id not in earlier, (
+            f"a push after job {newest.id} was done got ID {again.id}, given before: "
+            "IDs must never be reused (a stalled worker's late settle would reach the new job)"
+        )
 
     def test_a_held_job_is_not_claimed_again_while_its_hold_lasts(self, store: Store) -> None:
         store.push(job())
@@ -153,22 +216,67 @@ class StorePromises:
         store.done(current)
         assert store.claim(FAR, FAR + HOLD) is None
 
-    def test_concurrent_claims_never_share_a_job(self, store: Store) -> None:
+    def test_a_stalled_workers_late_done_leaves_a_new_job_alone(self, store: Store) -> None:
+        late, new = _stalled(store)
+        store.done(late)
+        _assert_still_held(store, new, "done")
+
+    def test_a_stalled_workers_late_retry_leaves_a_new_job_alone(self, store: Store) -> None:
+        late, new = _stalled(store)
+        late.run_at, late.error = at(401), "late"
+        store.retry(late)
+        _assert_still_held(store, new, "retry")
+
+    def test_a_stalled_workers_late_fail_leaves_a_new_job_alone(self, store: Store) -> None:
+        late, new = _stalled(store)
+        late.error, late.failed_at = "late", at(401)
+        store.fail(late)
+        _assert_still_held(store, new, "fail")
+
+    def test_a_stalled_workers_late_hold_back_leaves_a_new_job_alone(self, store: Store) -> None:
+        if not isinstance(store, HoldBackStore):
+            pytest.skip("the store is not a HoldBackStore")
+        late, new = _stalled(store)
+        # Held back only until the new job's hold ends, so the check below can claim it.
+        store.hold_back(late, at(401))
+        _assert_still_held(store, new, "hold_back")
+
+    def test_a_stalled_workers_late_renew_leaves_a_new_job_alone(self, store: Store) -> None:
+        if not isinstance(store, RenewStore):
+            pytest.skip("the store is not a RenewStore")
+        late, new = _stalled(store)
+        assert store.renew([late], FAR) == [], "a late renew renews nothing, and says so"
+        _assert_still_held(store, new, "renew")
+
+    @pytest.mark.parametrize("how", ["done", "retry", "fail"])
+    def test_a_stalled_workers_late_settle_many_leaves_a_new_job_alone(
+        self, store: Store, how: str
+    ) -> None:
+        if not isinstance(store, BatchStore):
+            pytest.skip("the store is not a BatchStore")
+        late, new = _stalled(store)
+        late.run_at, late.error, late.failed_at = at(401), "late", at(401)
+        store.settle_many(**{how: [late]})
+        _assert_still_held(store, new, f"settle_many({how}=...)")
+
+    @CLAIMS
+    def test_concurrent_claims_never_share_a_job(self, store: Store, claims: str) -> None:
+        claim = claims_of(store, claims)
         n, threads = 120, 6
         for i in range(n):
             store.push(job(payload=f'{{"n":{i}}}'))
 
         def claimer(_: int) -> list[str]:
-            got = []
-            while (j := store.claim(at(1), at(600))) is not None:
-                got.append(j.id)
-                store.done(j)
+            got: list[str] = []
+            while jobs := claim(at(1), at(600)):
+                got.extend(j.id for j in jobs)
+                done_all(store, jobs)
             return got
 
         got = [id for ids in at_once(threads, claimer) for id in ids]
         shared = [id for id, count in Counter(got).items() if count > 1]
-        assert shared == []
-        assert len(got) == n
+        assert shared == [], "of claims at once, no two get the same job"
+        assert len(got) == n, "every job is claimed"
 
     def test_concurrent_pushes_keep_every_job(self, store: Store) -> None:
         per, threads = 25, 6
@@ -195,3 +303,53 @@ def _reclaimed(store: Store) -> tuple[Job, Job]:
     assert second is not None
     assert second.attempts == 2
     return first, second
+
+
+def _stalled(store: Store) -> tuple[Job, Job]:
+    """A stalled worker's claim, and a new job that a late settle of it must leave alone.
+
+    A job is claimed (attempt 1) and its worker stalls; its hold runs out at
+    300, a second claim takes it and it is done, so it is gone. A new job is
+    pushed and claimed, with attempt 1 too, held until 900. Returns the
+    stalled claim's job and the new one's: were an ID ever given twice, the
+    new job would have the stalled one's (ID, attempts), and a late settle
+    would reach it.
+    """
+    first = job(payload='{"n":"first"}')
+    store.push(first)
+    stalled = store.claim(at(0), at(300))
+    assert stalled is not None
+    assert stalled.attempts == 1
+    again = store.claim(at(300), at(600))
+    assert again is not None, "a job whose hold ran out is claimed again"
+    assert again.id == stalled.id
+    store.done(again)
+    new = job(payload='{"n":"new"}')
+    store.push(new)
+    claimed = store.claim(at(400), at(900))
+    assert claimed is not None
+    assert claimed.id == new.id
+    assert claimed.attempts == 1
+    return stalled, claimed
+
+
+def _assert_still_held(store: Store, new: Job, settle: str) -> None:
+    """``new`` is still held by its claim until 900: not gone, put back, failed or held longer."""
+    assert store.claim(at(899), at(1200)) is None, (
+        f"a stalled worker's late {settle} reached a new job: it was claimable while its own "
+        "claim held it (settles are fenced by ID and attempts, and IDs are never reused)"
+    )
+    if isinstance(store, FailedStore):
+        assert [j.id for j in store.failed()] == [], (
+            f"a stalled worker's late {settle} failed a new job it never claimed"
+        )
+    again = store.claim(at(900), at(1200))
+    assert again is not None, (
+        f"a stalled worker's late {settle} reached a new job: it is gone, failed or held "
+        "past its own claim's hold"
+    )
+    assert (again.id, again.payload, again.attempts) == (new.id, '{"n":"new"}', 2), (
+        f"a stalled worker's late {settle} changed a new job it never claimed"
+    )
+    store.done(again)
+    assert store.claim(FAR, FAR + HOLD) is None

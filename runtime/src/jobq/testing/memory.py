@@ -182,6 +182,11 @@ class MemoryStore:
     def keeps_at_once(self) -> None:
         """Does nothing: a claim passes over a job whose kind holds its ``at_once``."""
 
+    # CarryStore
+
+    def keeps_carried(self) -> None:
+        """Does nothing: a job keeps what it carried, through every claim and settle."""
+
     # HoldBackStore
 
     def hold_back(self, job: Job, until: datetime) -> None:
