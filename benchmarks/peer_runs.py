@@ -1,0 +1,137 @@
+"""One run of a peer queue, in the benchmark's own virtual environment (see peers.py).
+
+    VENV/bin/python benchmarks/peer_runs.py pgqueuer POSTGRES_DSN JOBS
+    VENV/bin/python benchmarks/peer_runs.py huey SQLITE_FILE JOBS WORKERS
+
+Pushes JOBS no-op jobs, then runs them all, and prints one line of JSON:
+``{"seconds": ..., "version": ...}``, the seconds from the first job started
+to the last one done. Standard library and the peer only: jobq is not
+installed here, and the peers are not installed in the project's .venv.
+"""
+
+# The peers are installed in the benchmark's venv only, so mypy in the project's .venv
+# sees neither them nor their types.
+# mypy: disable-error-code="import-not-found,untyped-decorator"
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from importlib.metadata import version
+from typing import Any
+
+
+def pgqueuer_run(dsn: str, n: int) -> dict[str, Any]:
+    """pgqueuer's QueueManager at its defaults (batches of 10), on asyncpg, drained."""
+    import asyncio
+
+    import asyncpg
+    from pgqueuer import AsyncpgDriver, Job, Queries, QueueManager
+    from pgqueuer.types import QueueExecutionMode
+
+    async def main() -> float:
+        connection = await asyncpg.connect(dsn)
+        try:
+            queries = Queries(AsyncpgDriver(connection))
+            if not await queries.schema_is_installed():
+                await queries.install()
+            # Pushed in batches: only the run is timed, and its push is not what is compared.
+            for start in range(0, n, 500):
+                count = min(500, n - start)
+                await queries.enqueue(
+                    ["noop"] * count,
+                    [str(i).encode() for i in range(start, start + count)],
+                    [0] * count,
+                )
+            manager = QueueManager(queries)
+            first: list[float] = []
+
+            @manager.entrypoint("noop")
+            async def noop(job: Job) -> None:
+                if not first:
+                    first.append(time.perf_counter())
+
+            # drain: run returns once the queue is empty and its last completions are
+            # written (its status log buffer is flushed as run leaves), i.e. all are done.
+            await manager.run(mode=QueueExecutionMode.drain, batch_size=10)
+            ended = time.perf_counter()
+            left = await connection.fetchval("SELECT count(*) FROM pgqueuer")
+            if left:
+                raise SystemExit(f"pgqueuer left {left} jobs in its table")
+            return ended - first[0]
+        finally:
+            await connection.close()
+
+    return {"seconds": asyncio.run(main()), "version": version("pgqueuer")}
+
+
+def huey_run(filename: str, n: int, workers: int) -> dict[str, Any]:
+    """huey's SqliteHuey, with a consumer of ``workers`` threads.
+
+    Its SQLite file is set as our store sets its own: WAL, ``synchronous=NORMAL``
+    (no fsync at each commit). huey's default, FULL in WAL mode, waits for an
+    fsync at each commit, which would measure the disk rather than the queue;
+    its ``fsync=False`` turns syncing off altogether, which ours never does.
+    """
+    import logging
+    import sqlite3
+
+    from huey import SqliteHuey
+    from huey.storage import SqliteStorage
+
+    class Storage(SqliteStorage):  # type: ignore[misc]
+        def _create_connection(self) -> sqlite3.Connection:
+            connection: sqlite3.Connection = super()._create_connection()
+            connection.execute("PRAGMA synchronous = NORMAL")
+            return connection
+
+    class Huey(SqliteHuey):  # type: ignore[misc]
+        storage_class = Storage
+
+    logging.getLogger("huey").setLevel(logging.ERROR)
+    huey = Huey("bench", filename=filename, results=False)
+    lock = threading.Lock()
+    done = threading.Event()
+    first: list[float] = []
+    last = [0.0]
+    count = [0]
+
+    @huey.task()
+    def noop(value: int) -> None:
+        now = time.perf_counter()
+        with lock:
+            if not first:
+                first.append(now)
+            count[0] += 1
+            if count[0] == n:
+                # huey deleted each task from SQLite as it dequeued it: a task is
+                # done when its function returns, and there is nothing more to write.
+                last[0] = time.perf_counter()
+                done.set()
+
+    for i in range(n):
+        noop(i)
+    consumer = huey.create_consumer(workers=workers, worker_type="thread", periodic=False)
+    consumer.start()
+    try:
+        if not done.wait(timeout=600):
+            raise SystemExit(f"huey ran {count[0]} of {n} jobs in 10 minutes")
+    finally:
+        consumer.stop(graceful=True)
+    return {"seconds": last[0] - first[0], "version": version("huey")}
+
+
+def main() -> None:
+    peer, *args = sys.argv[1:]
+    if peer == "pgqueuer":
+        result = pgqueuer_run(args[0], int(args[1]))
+    elif peer == "huey":
+        result = huey_run(args[0], int(args[1]), int(args[2]))
+    else:
+        raise SystemExit(f"unknown peer {peer!r}: give pgqueuer or huey")
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

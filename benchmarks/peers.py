@@ -1,0 +1,587 @@
+#!/usr/bin/env python3
+"""Our queue beside its peers and beside the raw driver, on SQLite, PostgreSQL and MariaDB.
+
+    python scripts/dbservers.py run -- .venv/bin/python benchmarks/peers.py \
+        [--jobs 5000] [--repeat 3] [--quick] [--only sqlite|postgres|mysql] [--venv FOLDER]
+
+In one run, on each database (a database of its own on each server, a file for SQLite):
+
+1. run: --jobs no-op jobs (an ``async def`` handler), all pushed first, then run
+   through ``jobq.Queue.run`` with the template's store, with 1 and with 4
+   workers; timed from the first job started to the last one done. A store that
+   is a ``jobq.BatchStore`` has its batches used by the queue by itself.
+2. the peer, the same jobs the same way: pgqueuer on Postgres (its defaults,
+   batches of 10, on asyncpg), huey on SQLite (a file, thread workers, 1 and 4).
+   They are installed from PyPI into a virtual environment of the benchmark's
+   own (--venv), made once and reused, and run in subprocesses with its Python:
+   the project's .venv never has them.
+3. push: --jobs pushes, one per call as a request does (``Kind.push``), beside
+   the raw driver's single INSERT of the same row, one per call.
+4. the raw driver's cycle: claim a batch of 1, 10 or 100 (SKIP LOCKED on
+   Postgres and MariaDB, one UPDATE ... RETURNING on SQLite), then delete it,
+   until --jobs are gone: the physical limit a queue's run is read against.
+
+Each figure is the median of --repeat rounds; a round measures everything once,
+so a spell of load on the machine falls on every figure alike. It ends with one
+table, and the targets of issue 12 marked as met or not.
+
+The stores are the template's sources, template/_stores/*.py, loaded by path.
+The server URLs come from JOBQ_TEST_POSTGRES_URL and JOBQ_TEST_MYSQL_URL, as
+scripts/dbservers.py exports them; --only picks databases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jobq
+import sqlalchemy as sa
+from jobq import rows
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests")]
+
+from dbfixtures import ENV, fresh_database  # noqa: E402
+
+DATABASES = ("sqlite", "postgres", "mysql")
+NAMES = {"postgres": "Postgres", "mysql": "MariaDB", "sqlite": "SQLite"}
+PEERS = {"postgres": "pgqueuer", "sqlite": "huey"}
+PEER_PACKAGES = ("pgqueuer", "huey", "asyncpg")
+WORKERS = (1, 4)
+BATCHES = (1, 10, 100)
+HOLD_MS = 5 * 60 * 1000
+CHILD = Path(__file__).with_name("peer_runs.py")
+
+
+# --- the peers' virtual environment ---------------------------------------------
+
+
+def peer_python(folder: Path) -> Path:
+    """The Python of the peers' venv, made and filled from PyPI on first use."""
+    python = folder / "bin" / "python"
+    if not python.exists():
+        print(f"making the peers' virtual environment in {folder} (once)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    has = subprocess.run(
+        [str(python), "-c", "import " + ", ".join(PEER_PACKAGES)], capture_output=True
+    )
+    if has.returncode != 0:
+        print(f"installing {' '.join(PEER_PACKAGES)} from PyPI into {folder}", flush=True)
+        installed = subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", *PEER_PACKAGES],
+            capture_output=True,
+            text=True,
+        )
+        if installed.returncode != 0:
+            sys.exit(
+                f"pip could not install {' '.join(PEER_PACKAGES)} into {folder}:\n"
+                f"{installed.stderr[-2000:]}\nCheck that PyPI can be reached, or give "
+                "--venv a virtual environment that has them"
+            )
+    return python
+
+
+def peer_seconds(python: Path, *args: str) -> tuple[float, str]:
+    """Seconds of one peer run from the first job started to the last done; its version."""
+    done = subprocess.run(
+        [str(python), str(CHILD), *args], capture_output=True, text=True, timeout=900
+    )
+    if done.returncode != 0:
+        sys.exit(f"the {args[0]} run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(result["seconds"]), str(result["version"])
+
+
+# --- our queue ---------------------------------------------------------------------
+
+
+def load_store(db: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"jobs_db_{db}", ROOT / f"template/_stores/{db}.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def clear(engine: sa.Engine) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM jobs")
+
+
+def ours(module: ModuleType, url: str, n: int, workers: int) -> tuple[float, float, bool]:
+    """Pushes a second through Kind.push, jobs a second through Queue.run; a BatchStore?"""
+    engine = module.make_engine(url, pool_size=workers + 4)
+    clear(engine)
+    store = module.Jobs(engine)
+    queue = jobq.Queue(store, workers=workers, poll=1.0)
+    first = last = 0.0
+    left = n
+
+    @queue.kind("noop")
+    async def noop(value: int) -> None:
+        nonlocal first
+        if not first:
+            first = time.perf_counter()
+
+    def ran(outcome: jobq.Ran) -> None:
+        nonlocal left, last
+        if outcome.outcome is not jobq.Outcome.DONE:
+            raise SystemExit(f"a no-op job was {outcome.outcome}: {outcome.error!r}")
+        left -= 1
+        if left == 0:
+            last = time.perf_counter()
+            queue.stop()
+
+    queue.observe = ran
+    start = time.perf_counter()
+    for i in range(n):
+        noop.push(i)
+    pushed = time.perf_counter() - start
+    asyncio.run(queue.run())
+    engine.dispose()
+    if left:
+        raise SystemExit(f"Queue.run stopped with {left} of {n} jobs not run")
+    return n / pushed, n / (last - first), isinstance(store, jobq.BatchStore)
+
+
+# --- the raw driver ----------------------------------------------------------------
+
+
+@dataclass
+class Raw:
+    """The database's own driver on one connection, with no store or SQLAlchemy between.
+
+    Its SQL follows the store's table as it is (read from the database), so
+    that the row it inserts is the row a push inserts, and its claim reads
+    the same index in the same order.
+    """
+
+    db: str
+    connection: Any
+    columns: list[str]
+    order: str
+    force: str
+
+    @classmethod
+    @contextlib.contextmanager
+    def open(cls, db: str, url: str) -> Iterator[Raw]:
+        engine = sa.create_engine(url)
+        inspector = sa.inspect(engine)
+        names = {c["name"] for c in inspector.get_columns("jobs")}
+        indexes = {i["name"] for i in inspector.get_indexes("jobs")}
+        engine.dispose()
+        # The columns a push writes (jobq.rows.insert), as far as this table has them.
+        sample = jobq.Job(kind="noop", payload="0", run_at=datetime.now(UTC))
+        columns = [c for c in rows.insert(sample) if c in names]
+        order = "priority DESC, run_at, id" if "priority" in names else "run_at, id"
+        force = " FORCE INDEX (jobs_due)" if db == "mysql" and "jobs_due" in indexes else ""
+        u = sa.make_url(url)
+        if db == "sqlite":
+            connection: Any = sqlite3.connect(u.database or "", isolation_level=None)
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            connection.execute("PRAGMA busy_timeout = 5000")
+        elif db == "postgres":
+            import psycopg
+
+            dsn = u.set(drivername="postgresql").render_as_string(hide_password=False)
+            connection = psycopg.connect(dsn, autocommit=True)
+        else:
+            import pymysql  # type: ignore[import-untyped]  # no stubs in the project's .venv
+
+            connection = pymysql.connect(
+                host=u.host,
+                port=u.port or 3306,
+                user=u.username,
+                password=u.password,
+                database=u.database,
+                autocommit=True,
+            )
+            # As the store's engine reads: SKIP LOCKED then takes no gap locks.
+            connection.cursor().execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        try:
+            yield cls(db, connection, columns, order, force)
+        finally:
+            connection.close()
+
+    def sql(self, statement: str) -> str:
+        return statement.replace("%s", "?") if self.db == "sqlite" else statement
+
+    def row(self, i: int) -> tuple[Any, ...]:
+        job = jobq.Job(kind="noop", payload=json.dumps(i), run_at=datetime.now(UTC))
+        params = rows.insert(job)
+        return tuple(params[c] for c in self.columns)
+
+    def insert_sql(self) -> str:
+        marks = ", ".join(["%s"] * len(self.columns))
+        statement = f"INSERT INTO jobs ({', '.join(self.columns)}) VALUES ({marks})"
+        # Postgres and SQLite hand the ID back as the store's push does; MySQL has it
+        # in the OK packet.
+        return self.sql(statement + ("" if self.db == "mysql" else " RETURNING id"))
+
+    def clear(self) -> None:
+        cursor = self.connection.cursor()
+        cursor.execute("DELETE FROM jobs")
+        if self.db == "postgres":
+            cursor.execute("VACUUM jobs")  # the cycles' dead rows, gone as a queue's would be
+
+    def inserts(self, n: int) -> float:
+        """Single INSERTs a second, each its own transaction, as a push is."""
+        self.clear()
+        statement = self.insert_sql()
+        params = [self.row(i) for i in range(n)]
+        cursor = self.connection.cursor()
+        start = time.perf_counter()
+        if self.db == "mysql":
+            for p in params:
+                cursor.execute(statement, p)
+        else:
+            for p in params:
+                cursor.execute(statement, p).fetchone()
+        return n / (time.perf_counter() - start)
+
+    def fill(self, n: int) -> None:
+        self.clear()
+        statement = self.insert_sql().removesuffix(" RETURNING id")
+        cursor = self.connection.cursor()
+        if self.db == "mysql":
+            self.connection.begin()
+            cursor.executemany(statement, [self.row(i) for i in range(n)])
+            self.connection.commit()
+        elif self.db == "postgres":
+            with self.connection.transaction():
+                cursor.executemany(statement, [self.row(i) for i in range(n)])
+        else:
+            cursor.execute("BEGIN IMMEDIATE")
+            cursor.executemany(statement, [self.row(i) for i in range(n)])
+            cursor.execute("COMMIT")
+
+    def cycles(self, n: int, batch: int) -> float:
+        """Jobs a second through claim-a-batch, delete-the-batch, until the table is empty."""
+        self.fill(n)
+        claim = self._claim_function(batch)
+        cursor = self.connection.cursor()
+        gone = 0
+        start = time.perf_counter()
+        while ids := claim(cursor):
+            marks = ", ".join(["%s"] * len(ids))
+            if self.db == "postgres":
+                cursor.execute("DELETE FROM jobs WHERE id = ANY(%s)", (ids,))
+            else:
+                cursor.execute(self.sql(f"DELETE FROM jobs WHERE id IN ({marks})"), ids)
+            gone += len(ids)
+        took = time.perf_counter() - start
+        if gone != n:
+            raise SystemExit(f"the raw cycle took {gone} jobs of {n}")
+        return n / took
+
+    def _claim_function(self, batch: int) -> Callable[[Any], list[int]]:
+        due = "failed_at IS NULL AND run_at <= %s AND held_until <= %s"
+        returned = "id, kind, payload, run_at, attempts, error"
+        if self.db == "mysql":
+            # No UPDATE ... RETURNING: lock the batch, hold it, commit, as the store does.
+            select = (
+                f"SELECT {returned} FROM jobs{self.force} WHERE {due} "
+                f"ORDER BY {self.order} LIMIT %s FOR UPDATE SKIP LOCKED"
+            )
+
+            def claim_mysql(cursor: Any) -> list[int]:
+                now = _now_ms()
+                self.connection.begin()
+                cursor.execute(select, (now, now, batch))
+                ids = [row[0] for row in cursor.fetchall()]
+                if ids:
+                    marks = ", ".join(["%s"] * len(ids))
+                    cursor.execute(
+                        "UPDATE jobs SET held_until = %s, attempts = attempts + 1 "
+                        f"WHERE id IN ({marks})",
+                        (now + HOLD_MS, *ids),
+                    )
+                self.connection.commit()
+                return ids
+
+            return claim_mysql
+        skip = " FOR UPDATE SKIP LOCKED" if self.db == "postgres" else ""
+        update = self.sql(
+            "UPDATE jobs SET held_until = %s, attempts = attempts + 1 WHERE id IN ("
+            f"SELECT id FROM jobs WHERE {due} ORDER BY {self.order} LIMIT %s{skip}"
+            f") RETURNING {returned}"
+        )
+
+        def claim(cursor: Any) -> list[int]:
+            now = _now_ms()
+            cursor.execute(update, (now + HOLD_MS, now, now, batch))
+            return [row[0] for row in cursor.fetchall()]
+
+        return claim
+
+
+def _now_ms() -> int:
+    return rows.ms(datetime.now(UTC))
+
+
+# --- one database ------------------------------------------------------------------
+
+
+@dataclass
+class Samples:
+    """Every sample of one database, by what was measured."""
+
+    taken: dict[str, list[float]] = field(default_factory=dict)
+    batch_store: bool = False
+    peer_version: str = ""
+
+    def add(self, what: str, value: float) -> None:
+        self.taken.setdefault(what, []).append(value)
+
+    def median(self, what: str) -> float | None:
+        values = self.taken.get(what)
+        return statistics.median(values) if values else None
+
+    def best(self, prefix: str) -> tuple[float, int] | None:
+        """The best of the medians of ``prefix`` with 1 and with 4 workers, and its workers."""
+        found = [(m, w) for w in WORKERS if (m := self.median(f"{prefix} {w}")) is not None]
+        return max(found) if found else None
+
+
+@contextlib.contextmanager
+def database(db: str, folder: Path) -> Iterator[str]:
+    if db == "sqlite":
+        yield f"sqlite:///{folder}/jobs.sqlite3"
+        return
+    server = os.environ.get(ENV[db])
+    if not server:
+        sys.exit(
+            f"{ENV[db]} is not set: run this through `python scripts/dbservers.py run -- "
+            f".venv/bin/python benchmarks/peers.py`, or pass --only sqlite"
+        )
+    with fresh_database(server, f"peers_{db}") as url:
+        yield url
+
+
+def make_schema(module: ModuleType, url: str) -> None:
+    engine = module.make_engine(url)
+    with engine.begin() as conn:
+        for statement in module.SCHEMA:
+            conn.exec_driver_sql(statement)
+    engine.dispose()
+
+
+def one_round(
+    db: str,
+    module: ModuleType,
+    url: str,
+    peer_url: str,
+    python: Path | None,
+    n: int,
+    samples: Samples,
+) -> None:
+    for workers in WORKERS:
+        pushes, rate, samples.batch_store = ours(module, url, n, workers)
+        samples.add("push", pushes)
+        samples.add(f"ours {workers}", rate)
+    peer = PEERS.get(db)
+    if peer and python:
+        if peer == "pgqueuer":
+            dsn = sa.make_url(peer_url).set(drivername="postgresql")
+            seconds, samples.peer_version = peer_seconds(
+                python, "pgqueuer", dsn.render_as_string(hide_password=False), str(n)
+            )
+            samples.add("peer 1", n / seconds)
+        else:
+            for workers in WORKERS:
+                file = Path(peer_url)
+                for old in file.parent.glob(file.name + "*"):
+                    old.unlink()
+                seconds, samples.peer_version = peer_seconds(
+                    python, "huey", str(file), str(n), str(workers)
+                )
+                samples.add(f"peer {workers}", n / seconds)
+    with Raw.open(db, url) as raw:
+        samples.add("insert", raw.inserts(n))
+        for batch in BATCHES:
+            samples.add(f"cycle {batch}", raw.cycles(n, batch))
+        raw.clear()
+
+
+# --- the table ---------------------------------------------------------------------
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}/s"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None else f"{a / b:.2f}x"
+
+
+def table(dbs: list[str], results: dict[str, Samples]) -> list[str]:
+    lines = [
+        "| " + " | ".join(["jobs a second", *(NAMES[db] for db in dbs)]) + " |",
+        "| --- |" + " ---: |" * len(dbs),
+    ]
+
+    def line(label: str, cell: Callable[[Samples, str], str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(cell(results[db], db) for db in dbs) + " |")
+
+    def ours_cell(s: Samples, db: str) -> str:
+        best = s.best("ours")
+        return "-" if best is None else f"{best[0]:,.0f}/s ({best[1]}w)"
+
+    def peer_cell(s: Samples, db: str) -> str:
+        best = s.best("peer")
+        if best is None:
+            return "(no Python peer)"
+        workers = f", {best[1]}w" if db == "sqlite" else ""
+        return f"{PEERS[db]} {best[0]:,.0f}/s{workers}"
+
+    def best_of(s: Samples, prefix: str) -> float | None:
+        best = s.best(prefix)
+        return None if best is None else best[0]
+
+    line("run, ours (best of 1 and 4 workers)", ours_cell)
+    line("run, peer", peer_cell)
+    line("run, ours / peer", lambda s, db: _ratio(best_of(s, "ours"), best_of(s, "peer")))
+    line("push, ours (Kind.push, one a call)", lambda s, db: _rate(s.median("push")))
+    line("insert, raw driver (one a call)", lambda s, db: _rate(s.median("insert")))
+    line("push / raw insert", lambda s, db: _ratio(s.median("push"), s.median("insert")))
+
+    def cycle(batch: int) -> Callable[[Samples, str], str]:
+        return lambda s, db: _rate(s.median(f"cycle {batch}"))
+
+    for batch in BATCHES:
+        line(f"raw cycle, batch of {batch}", cycle(batch))
+    line(
+        "run, ours / raw cycle of 10",
+        lambda s, db: _ratio(best_of(s, "ours"), s.median("cycle 10")),
+    )
+    return lines
+
+
+def targets(dbs: list[str], results: dict[str, Samples]) -> list[str]:
+    """Issue 12's goals, each with its measured ratio and a mark."""
+    lines = []
+
+    def check(label: str, got: float | None, goal: float) -> None:
+        if got is None:
+            return
+        mark = "PASS" if got >= goal else "FAIL"
+        lines.append(f"- [{mark}] {label}: {got:.2f}x (goal {goal}x)")
+
+    def best(db: str, prefix: str) -> float | None:
+        found = results[db].best(prefix)
+        return None if found is None else found[0]
+
+    def over(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else a / b
+
+    if "postgres" in dbs:
+        check(
+            "Postgres run / pgqueuer", over(best("postgres", "ours"), best("postgres", "peer")), 2
+        )
+    if "sqlite" in dbs:
+        check("SQLite run / huey", over(best("sqlite", "ours"), best("sqlite", "peer")), 3)
+    if "mysql" in dbs:
+        mysql = results["mysql"]
+        check(
+            "MariaDB run / raw cycle of 10",
+            over(best("mysql", "ours"), mysql.median("cycle 10")),
+            0.5,
+        )
+    for db in dbs:
+        s = results[db]
+        check(f"{NAMES[db]} push / raw insert", over(s.median("push"), s.median("insert")), 0.8)
+    return lines
+
+
+# --- main --------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=5000, help="jobs in each run (5000)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; figures are medians (3)")
+    parser.add_argument("--quick", action="store_true", help="1,000 jobs, 1 round: a smoke run")
+    parser.add_argument("--only", action="append", choices=DATABASES, help="this database only")
+    parser.add_argument("--no-peers", action="store_true", help="skip the peers and their venv")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=Path.home() / ".cache" / "jobs-starter-bench" / "venv",
+        help="the peers' virtual environment, made once (~/.cache/jobs-starter-bench/venv)",
+    )
+    args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.repeat = 1000, 1
+    logging.getLogger("jobq").setLevel(logging.WARNING)
+    dbs = [db for db in DATABASES if not args.only or db in args.only]
+    python = None if args.no_peers else peer_python(args.venv)
+    began = time.perf_counter()
+    print(
+        f"{datetime.now(UTC):%Y-%m-%d}, python {sys.version.split()[0]}, "
+        f"SQLAlchemy {sa.__version__}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
+        f"{args.jobs:,} no-op jobs, medians of {args.repeat}",
+        flush=True,
+    )
+    results = {db: Samples() for db in dbs}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        folder = Path(tmp)
+        places: dict[str, tuple[ModuleType, str, str]] = {}
+        for db in dbs:
+            module = load_store(db)
+            url = stack.enter_context(database(db, folder))
+            make_schema(module, url)
+            peer_url = str(folder / "huey.sqlite3")
+            if db == "postgres":
+                peer_url = stack.enter_context(database(db, folder))
+            places[db] = (module, url, peer_url)
+        for round_ in range(args.repeat):
+            for db in dbs:
+                module, url, peer_url = places[db]
+                one_round(db, module, url, peer_url, python, args.jobs, results[db])
+            print(f"round {round_ + 1} of {args.repeat} done, {_since(began)}", flush=True)
+    print()
+    for db in dbs:
+        s = results[db]
+        each = ", ".join(
+            f"{what} {statistics.median(values):,.0f}"
+            + (f" ({min(values):,.0f}-{max(values):,.0f})" if len(values) > 1 else "")
+            for what, values in s.taken.items()
+        )
+        store = "a BatchStore" if s.batch_store else "single claims"
+        peer = f"; {PEERS[db]} {s.peer_version}" if db in PEERS and s.peer_version else ""
+        print(f"{NAMES[db]} ({store}{peer}): {each}")
+    print()
+    print("\n".join(table(dbs, results)))
+    print()
+    print("\n".join(targets(dbs, results)))
+    print(f"\n{_since(began)} in all")
+
+
+def _since(began: float) -> str:
+    return f"{time.perf_counter() - began:.0f}s"
+
+
+if __name__ == "__main__":
+    main()
