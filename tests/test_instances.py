@@ -3,7 +3,8 @@
 Three instances run the app's queue (tests/instances/instance.py, in the
 rendered app's venv, each a process of its own) while a fourth, ``./myapp
 serve`` with QUEUE_WORKERS=0, only pushes. Every run is noted in a ``runs``
-table of the same database, with the instance that ran it.
+table of the same database, with the instance that ran it. The story is told
+once a database (the ``story`` fixture); each test reads one thing it shows.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 import urllib.request
 from collections import Counter
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,12 +61,38 @@ def _post(url: str) -> dict[str, object]:
         return body
 
 
+@dataclass(frozen=True)
+class Story:
+    """What one run of the story left: the runs noted, the instances' ends, the logs."""
+
+    rows: list[tuple[str, int, int, str, int]]  # kind, n, run_at (ms), instance, attempt
+    mails_after_sign_up: int  # welcome mails in the table as the sign-up returned
+    pusher_log: str  # the output of the server with QUEUE_WORKERS=0
+    exits: list[int | None]  # the three instances' exit codes after SIGTERM
+    logs: str
+    last_tick: int  # the schedules table's run_at for tick (ms)
+    ticks_waiting: int  # tick jobs in the table at the end
+
+    def runs(self, kind: str) -> list[tuple[str, int, int, str, int]]:
+        return [row for row in self.rows if row[0] == kind]
+
+
 # SQLite is one file, so its instances share a machine; on the servers, they could be anywhere.
-@pytest.mark.parametrize("db", ["sqlite", "postgres", "mysql"])
-def test_three_instances_share_the_jobs_and_run_each_once(
-    db: str, apps: Callable[[str], Installed], tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module", params=["sqlite", "postgres", "mysql"])
+def story(
+    request: pytest.FixtureRequest,
+    apps: Callable[[str], Installed],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Story:
+    """The story the tests below read, told once a database.
+
+    A server with QUEUE_WORKERS=0 takes a sign-up; three instances run the
+    app's queue while a few thousand count jobs are pushed, and a tick
+    schedule comes round each second; then each instance gets SIGTERM.
+    """
+    db: str = request.param
     app = apps(db)
+    tmp_path = tmp_path_factory.mktemp(f"instances-{db}")
     with ExitStack() as stack:
         if db == "sqlite":
             url = f"sqlite:///{tmp_path / 'app.sqlite3'}"
@@ -83,25 +111,31 @@ def test_three_instances_share_the_jobs_and_run_each_once(
 
         logs = itertools.count(1)
 
-        def started(*args: str, **extra: str) -> subprocess.Popen[bytes]:
+        def started(*args: str, **extra: str) -> tuple[subprocess.Popen[bytes], Path]:
             # Output to a file, which a pipe nobody reads could fill and block.
-            log = stack.enter_context((tmp_path / f"{next(logs)}.log").open("w"))
+            path = tmp_path / f"{next(logs)}.log"
+            log = stack.enter_context(path.open("w"))
             process = subprocess.Popen(
                 args, cwd=app.folder, env={**env, **extra}, stdout=log, stderr=subprocess.STDOUT
             )
             stack.callback(_ended, process)
-            return process
+            return process, path
 
         # An instance that only pushes: its server runs no job, even one it pushed.
         port = _free_port()
-        started("./myapp", "serve", "--port", str(port), QUEUE_WORKERS="0")
-        _until(lambda: _listening(port))
+        _, pusher_log = started("./myapp", "serve", "--port", str(port), QUEUE_WORKERS="0")
+
+        def serving() -> bool:
+            """the server has started (a queue would have said it runs before this)"""
+            return "Application startup complete" in pusher_log.read_text()
+
+        _until(serving)
         signed_up = _post(f"http://127.0.0.1:{port}/users?email=ann@example.com")
-        time.sleep(1.0)
-        assert scalar("SELECT count(*) FROM jobs WHERE kind = 'welcome-mail'") == 1
+        assert signed_up["job"]
+        mails = scalar("SELECT count(*) FROM jobs WHERE kind = 'welcome-mail'")
 
         # Three that run jobs, and a few thousand jobs for them.
-        instances = [started(app.python, str(INSTANCE), "run", url, f"i{n}") for n in range(3)]
+        instances = [started(app.python, str(INSTANCE), "run", url, f"i{n}")[0] for n in range(3)]
         pushed = app.run(app.python, str(INSTANCE), "push", url, str(JOBS), env=env)
         assert pushed.returncode == 0, pushed.stdout + pushed.stderr
 
@@ -116,31 +150,62 @@ def test_three_instances_share_the_jobs_and_run_each_once(
         _until(all_ran)
         for process in instances:
             process.send_signal(signal.SIGTERM)
+        exits: list[int | None] = []
         for process in instances:
-            assert process.wait(timeout=LIVENESS) == 0, _logs(tmp_path)
+            try:
+                exits.append(process.wait(timeout=LIVENESS))
+            except subprocess.TimeoutExpired:
+                exits.append(None)
 
         with engine.connect() as conn:
             runs = conn.execute(sa.text("SELECT kind, n, run_at, instance, attempt FROM runs"))
-            rows = [tuple(row) for row in runs]
-        counts = Counter(n for kind, n, _, _, _ in rows if kind == "count")
-        assert sorted(counts) == list(range(JOBS)), "every job ran"
-        assert [n for n, times in counts.items() if times > 1] == [], "no job ran twice"
-        assert {attempt for kind, _, _, _, attempt in rows if kind == "count"} == {1}
-        by = Counter(instance for kind, _, _, instance, _ in rows if kind == "count")
-        assert len(by) >= 2, f"the instances share the work: {by}"
-
-        ticks = Counter(run_at for kind, _, run_at, _, _ in rows if kind == "tick")
-        assert [t for t, times in ticks.items() if times > 1] == [], "no run ran twice"
-        assert all(t % 1000 == 0 for t in ticks), "each run is a whole second's"
-        seconds = sorted(ticks)
-        assert seconds == list(range(seconds[0], seconds[-1] + 1000, 1000)), "no run was missed"
-        with engine.connect() as conn:
+            rows = [(str(k), int(n), int(at), str(i), int(a)) for k, n, at, i, a in runs]
             [(last,)] = conn.execute(sa.text("SELECT run_at FROM schedules WHERE name = 'tick'"))
-        waiting = scalar("SELECT count(*) FROM jobs WHERE kind = 'tick'")
-        # Each run pushed came round and ran once, but the one pushed ahead, which waits.
-        assert waiting <= 1
-        assert max(ticks) <= last
-        assert signed_up["job"]
+        return Story(
+            rows=rows,
+            mails_after_sign_up=mails,
+            pusher_log=pusher_log.read_text(),
+            exits=exits,
+            logs=_logs(tmp_path),
+            last_tick=int(last),
+            ticks_waiting=scalar("SELECT count(*) FROM jobs WHERE kind = 'tick'"),
+        )
+
+
+def test_a_server_with_no_workers_pushes_a_job_and_runs_none(story: Story) -> None:
+    assert story.mails_after_sign_up == 1
+    # Its log would say "the queue runs" as the server started, had a queue run beside it.
+    assert "the queue runs" not in story.pusher_log
+    assert "welcome mail sent" not in story.pusher_log
+
+
+def test_every_job_runs_once_on_its_first_attempt(story: Story) -> None:
+    counts = Counter(n for _, n, _, _, _ in story.runs("count"))
+    assert sorted(counts) == list(range(JOBS)), "every job ran"
+    assert [n for n, times in counts.items() if times > 1] == [], "no job ran twice"
+    assert {attempt for *_, attempt in story.runs("count")} == {1}
+
+
+def test_the_instances_share_the_work(story: Story) -> None:
+    by = Counter(instance for _, _, _, instance, _ in story.runs("count"))
+    assert len(by) >= 2, f"the instances share the work: {by}"
+
+
+def test_each_scheduled_run_runs_once_on_a_whole_second_and_none_is_missed(
+    story: Story,
+) -> None:
+    ticks = Counter(run_at for _, _, run_at, _, _ in story.runs("tick"))
+    assert [t for t, times in ticks.items() if times > 1] == [], "no run ran twice"
+    assert all(t % 1000 == 0 for t in ticks), "each run is a whole second's"
+    seconds = sorted(ticks)
+    assert seconds == list(range(seconds[0], seconds[-1] + 1000, 1000)), "no run was missed"
+    # Each run pushed came round and ran once, but the one pushed ahead, which waits.
+    assert story.ticks_waiting <= 1
+    assert max(ticks) <= story.last_tick
+
+
+def test_each_instance_stops_cleanly_on_sigterm(story: Story) -> None:
+    assert story.exits == [0, 0, 0], story.logs
 
 
 def _listening(port: int) -> bool:

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 
 import copier
 import pytest
+import sqlalchemy as sa
 from copier.errors import DirtyLocalWarning
 
-from apps import APP, ROOT, Installed
+from apps import APP, ROOT, SERVER_ENV, Installed, render
 from dbfixtures import fresh_database
 
 if TYPE_CHECKING:
@@ -44,13 +45,28 @@ def test_the_rendered_store_is_the_template_source_as_it_is(app: Installed) -> N
     assert (rendered / "jobs_db.py").read_text() == (
         ROOT / "template" / "_stores" / f"{app.db}.py"
     ).read_text()
-    assert (rendered / "migrations" / "versions" / "0001_jobs.py").read_text() == (
-        ROOT / "template" / "_migrations" / app.db / "0001_jobs.py"
-    ).read_text()
+    sources = sorted((ROOT / "template" / "_migrations" / app.db).glob("[0-9]*_jobs.py"))
+    assert [path.name for path in sources][:2] == ["0001_jobs.py", "0002_jobs.py"]
+    for source in sources:
+        migration = rendered / "migrations" / "versions" / source.name
+        assert migration.read_text() == source.read_text(), f"{migration.name} is not its source"
     # Neither the other databases' sources nor the template's own folders are copied.
     assert not list(app.folder.rglob("_stores"))
     assert not list(app.folder.rglob("_migrations"))
     assert os.access(app.folder / APP, os.X_OK)
+
+
+@pytest.mark.parametrize("app_name", ["myapp", "a-much-longer-app-name"])
+def test_the_readmes_table_of_files_is_aligned_whatever_the_names(
+    app_name: str, tmp_path: Path
+) -> None:
+    readme = (render("sqlite", tmp_path / "app", app_name=app_name) / "README.md").read_text()
+    table = readme.split("## Where things are\n\n```\n")[1].split("```")[0].splitlines()
+    assert table[0].startswith(f"{app_name} ")
+    # Each description starts in one column, past the longest path.
+    columns = {len(line) - len(line.split(maxsplit=1)[1]) for line in table}
+    assert len(columns) == 1, table
+    assert all(line.split(maxsplit=1)[0] for line in table)
 
 
 def test_the_rendered_app_passes_its_own_tests(app: Installed) -> None:
@@ -97,8 +113,12 @@ def _run_the_jobs_commands(app: Installed, env: dict[str, str]) -> None:
     pushed = myapp("jobs", "push", "flaky", '{"up_at": null}')
     assert pushed.stdout == "Pushed flaky job 1.\n", pushed.stderr
     assert "attempt 1: retried" in myapp("jobs", "run-due").stdout
-    time.sleep(1.2)  # flaky's backoff is a second
-    assert "attempt 2: failed" in myapp("jobs", "run-due").stdout
+    deadline = time.monotonic() + 60
+    # Until flaky's backoff, a second, is out, run-due finds nothing; then it runs attempt 2.
+    while "attempt 2" not in (second := myapp("jobs", "run-due")).stdout:
+        assert second.stdout == "No job was due.\n", second.stderr
+        assert time.monotonic() < deadline, "the retry never came due"
+    assert "flaky job 1, attempt 2: failed" in second.stdout
 
     listed = myapp("jobs")
     assert listed.returncode == 0, listed.stderr
@@ -164,11 +184,11 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
     assert _pinned_runtime(app) == (source, _git(source, "rev-parse", "v0.1.0^{commit}").strip())
     # The app's own work: a migration on its branch, and an edit to an example file.
     versions = app / "src" / APP / "migrations" / "versions"
-    (versions / "app_0002_posts.py").write_text(
+    (versions / "app_0003_posts.py").write_text(
         (versions / "app_0001_users.py")
         .read_text()
-        .replace('revision = "app_0001"', 'revision = "app_0002"')
-        .replace("down_revision: str | None = None", 'down_revision: str | None = "app_0001"')
+        .replace('revision = "app_0001"', 'revision = "app_0003"')
+        .replace("down_revision: str | None = None", 'down_revision: str | None = "app_0002"')
         .replace('branch_labels: tuple[str, ...] | None = ("app",)', "branch_labels = None")
         .replace('"users"', '"posts"')
     )
@@ -184,11 +204,15 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
 
     # Version 0.2.0 of the template adds a migration to its branch, and the Store that needs it.
     sqlite_migrations = source / "template" / "_migrations" / "sqlite"
-    (sqlite_migrations / "0002_jobs.py").write_text(
+    latest = max(
+        int(path.name[:4]) for path in sqlite_migrations.glob("[0-9][0-9][0-9][0-9]_jobs.py")
+    )
+    head, added = f"{latest:04d}_jobs", f"{latest + 1:04d}_jobs"
+    (sqlite_migrations / f"{added}.py").write_text(
         '"""An index on kind."""\n\n'
         "from alembic import op\n\n"
-        'revision = "0002_jobs"\n'
-        'down_revision = "0001_jobs"\n'
+        f'revision = "{added}"\n'
+        f'down_revision = "{head}"\n'
         "branch_labels = None\n"
         "depends_on = None\n\n\n"
         "def upgrade() -> None:\n"
@@ -197,8 +221,8 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
         '    op.execute("DROP INDEX jobs_kind")\n'
     )
     rendered = source / "template" / "src" / "{{package}}" / "migrations" / "versions"
-    (rendered / "0002_jobs.py.jinja").write_text(
-        '{% include "template/_migrations/" ~ db ~ "/0002_jobs.py" %}'
+    (rendered / f"{added}.py.jinja").write_text(
+        f'{{% include "template/_migrations/" ~ db ~ "/{added}.py" %}}'
     )
     store = source / "template" / "_stores" / "sqlite.py"
     store.write_text(
@@ -215,11 +239,9 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
         warnings.simplefilter("ignore", DirtyLocalWarning)
         copier.run_update(app, defaults=True, overwrite=True, unsafe=False, quiet=True)
 
-    assert (versions / "0002_jobs.py").read_text() == (
-        sqlite_migrations / "0002_jobs.py"
-    ).read_text()
+    assert (versions / f"{added}.py").read_text() == (sqlite_migrations / f"{added}.py").read_text()
     assert (app / "src" / APP / "jobs_db.py").read_text() == store.read_text()
-    assert (versions / "app_0002_posts.py").exists()
+    assert (versions / "app_0003_posts.py").exists()
     assert "KEEP_FAILED = timedelta(days=90)" in kinds.read_text()
     assert "_commit: v0.2.0" in (app / ".copier-answers.yml").read_text()
     assert _pinned_runtime(app) == (source, _git(source, "rev-parse", "v0.2.0^{commit}").strip())
@@ -239,7 +261,7 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
         check=False,
     )
     assert check.returncode == 0, check.stderr
-    assert check.stdout.strip() == "['0002_jobs', 'app_0002']"
+    assert check.stdout.strip() == f"[{added!r}, 'app_0003']"
 
 
 def _pinned_runtime(app: Path) -> tuple[Path, str]:
@@ -253,3 +275,107 @@ def _pinned_runtime(app: Path) -> tuple[Path, str]:
     repo, commit = Path(match[1]), match[2]
     _git(repo, "cat-file", "-e", f"{commit}:runtime/pyproject.toml")
     return repo, commit
+
+
+# The last commit before IDs were never given twice (issue 16): SQLite's jobs.id
+# without AUTOINCREMENT. The apps made from it are the ones copier update must mend.
+PREVIOUS_RELEASE = "e0be186e9b239744ddbfe25532ca98920cb60066"
+KEPT = "id, kind, payload, run_at, held_until, attempts, error, failed_at, created_at"
+
+
+@pytest.mark.parametrize("db", DATABASES)
+def test_copier_update_from_the_previous_release_keeps_the_jobs_and_gives_no_id_twice(
+    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for who in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{who}_NAME", "test")
+        monkeypatch.setenv(f"GIT_{who}_EMAIL", "test@example.com")
+    if subprocess.run(
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{PREVIOUS_RELEASE}^{{commit}}"], check=False
+    ).returncode:
+        pytest.fail(f"this checkout lacks the previous release, {PREVIOUS_RELEASE}: fetch it")
+    app = tmp_path / APP
+    answers = {"db": db, "jobq_source": f"jobq @ {(ROOT / 'runtime').as_uri()}"}
+    copier.run_copy(
+        str(ROOT), app, data=answers, defaults=True, vcs_ref=PREVIOUS_RELEASE,
+        unsafe=False, quiet=True,
+    )  # fmt: skip
+    _git(app, "init", "-q")
+    _git(app, "add", "-A")
+    _git(app, "commit", "-q", "-m", "the app, as the previous release made it")
+
+    with contextlib.ExitStack() as stack:
+        if db == "sqlite":
+            url = f"sqlite:///{tmp_path / 'app.sqlite3'}"
+        else:
+            server = os.environ.get(SERVER_ENV[db])
+            if not server:
+                pytest.fail(f"{SERVER_ENV[db]} is not set: run scripts/test", pytrace=False)
+            url = stack.enter_context(fresh_database(server, "update"))
+        # The app's ./myapp, on this checkout's runtime (the venv pytest runs in).
+        env = {
+            **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "DATABASE_URL": url,
+        }
+
+        def myapp(*args: str) -> str:
+            done = subprocess.run(
+                [str(app / APP), *args], cwd=app, env=env, capture_output=True, text=True,
+                timeout=120, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            return done.stdout
+
+        engine = sa.create_engine(url, poolclass=sa.NullPool)
+        stack.callback(engine.dispose)
+
+        def kept() -> list[tuple[object, ...]]:
+            with engine.connect() as conn:
+                return [tuple(r) for r in conn.execute(sa.text(f"SELECT {KEPT} FROM jobs"))]
+
+        # The previous release: a job that waits, one that failed for good, and the newest done.
+        myapp("migrate")
+        assert myapp("jobs", "push", "welcome-mail", '{"user": 1}', "--in", "3600") == (
+            "Pushed welcome-mail job 1.\n"
+        )
+        assert myapp("jobs", "push", "welcome-mail", '{"user": 404}') == (
+            "Pushed welcome-mail job 2.\n"
+        )
+        assert myapp("jobs", "push", "prune-jobs") == "Pushed prune-jobs job 3.\n"
+        ran = myapp("jobs", "run-due")
+        assert "welcome-mail job 2, attempt 1: failed" in ran
+        assert "prune-jobs job 3, attempt 1: done" in ran
+        # The flaw this update mends: on SQLite, the next push gets the ID of the job just done.
+        again = myapp("jobs", "push", "prune-jobs")
+        assert again == (
+            "Pushed prune-jobs job 3.\n" if db == "sqlite" else "Pushed prune-jobs job 4.\n"
+        )
+        assert "attempt 1: done" in myapp("jobs", "run-due")
+        before = sorted(kept())
+        assert [row[0] for row in before] in ([1, 2], ["1", "2"])
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DirtyLocalWarning)
+            copier.run_update(
+                app, vcs_ref="HEAD", defaults=True, overwrite=True, unsafe=False, quiet=True
+            )
+        assert not list(app.rglob("*.rej")), "copier update left a conflict"
+        assert re.search(r" is up to date: \d{4}_jobs, app_0002\.$", myapp("migrate"))
+
+        # The jobs are as they were, IDs and all: one waits, and one is listed as failed.
+        assert sorted(kept()) == before
+        [failed] = json.loads(myapp("jobs", "--json"))
+        assert (str(failed["id"]), failed["kind"]) == ("2", "welcome-mail")
+        assert "user 404 has gone" in failed["error"]
+        assert myapp("jobs", "run-due") == "No job was due.\n"
+
+        # From now on, no ID is given twice, even once its job is done and gone.
+        used = {1, 2, 3, 4}
+        first = int(myapp("jobs", "push", "prune-jobs").split()[-1].rstrip("."))
+        # SQLite's table kept no trace of an ID whose job was gone before the update: the
+        # migration starts past the IDs it copies. The servers never gave one twice.
+        assert first not in ({1, 2} if db == "sqlite" else used)
+        assert f"prune-jobs job {first}, attempt 1: done" in myapp("jobs", "run-due")
+        second = int(myapp("jobs", "push", "prune-jobs").split()[-1].rstrip("."))
+        assert second > first

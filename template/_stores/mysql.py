@@ -8,25 +8,35 @@ with what else that transaction writes, or not at all. Make the engine with
 Times are Unix milliseconds in SQL and aware UTC datetimes outside it; an ID
 is the ``str`` of the row's AUTO_INCREMENT key.
 
-The SQL runs on MySQL 8.0.1+ and MariaDB 10.6+ (both have SKIP LOCKED). Neither
-has RETURNING on an UPDATE, so a claim reads its job as it locks it, then holds
-it by its ID.
+The SQL runs on MySQL 8.0.14+ and MariaDB 10.8+ (SKIP LOCKED, window functions,
+JSON_TABLE, descending index parts). Neither has RETURNING on an UPDATE, so a
+claim reads its jobs as it locks them, then holds them by their IDs.
+
+Claims run at once on many connections, at READ COMMITTED. A claim locks the
+jobs it reads with FOR UPDATE SKIP LOCKED, so two never take one job. The
+limits (one at a time, at once) are about *other* jobs, what else is held,
+which a claim beside it has not committed yet: so a claim that meets a limited
+job first takes the lock rows of its kind and key (``job_locks``), in one
+order, then counts again what they hold, now seeing every claim before it.
+Claims of jobs with no limit never take or wait for those rows.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import math
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import jobq
-from jobq import Job
+from jobq import Job, rows
 from sqlalchemy import create_engine, event, exc, make_url, text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from sqlalchemy.engine import Connection, Engine
     from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
@@ -34,9 +44,11 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations to have made: tests compare the two.
-# utf8mb4_bin: a schedule's name and a kind compare as they are written, not
-# case- or accent-blind as the servers' default collations would.
+# What the Store expects the migrations (0001_jobs, then 0002_jobs) to have
+# made: tests compare the two. utf8mb4_bin: a schedule's name and a kind
+# compare as they are written, not case- or accent-blind as the servers'
+# default collations would. Keys are SHA-256 hashes in hex: ASCII, compared
+# byte for byte.
 SCHEMA = (
     """
     CREATE TABLE jobs (
@@ -50,7 +62,15 @@ SCHEMA = (
         failed_at  BIGINT,
         created_at BIGINT NOT NULL
                    DEFAULT (CAST(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) * 1000 AS SIGNED)),
-        INDEX jobs_due (failed_at, run_at, id)
+        priority   INT NOT NULL DEFAULT 0,
+        unique_key VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin,
+        alone_key  VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin,
+        at_once    INT,
+        carried    TEXT,
+        INDEX jobs_due (failed_at, priority DESC, run_at, id),
+        UNIQUE INDEX jobs_unique (kind, unique_key),
+        INDEX jobs_alone (kind, alone_key),
+        INDEX jobs_held (held_until, kind, alone_key)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
     """
@@ -59,29 +79,148 @@ SCHEMA = (
         run_at BIGINT NOT NULL
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
+    """
+    CREATE TABLE held_kinds (
+        kind       VARCHAR(255) NOT NULL PRIMARY KEY,
+        held_until BIGINT NOT NULL,
+        paused     BOOL NOT NULL DEFAULT 0
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+    """,
+    """
+    CREATE TABLE job_locks (
+        kind      VARCHAR(255) NOT NULL,
+        alone_key VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+        PRIMARY KEY (kind, alone_key)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+    """,
 )
 # There are no partial indexes: jobs_due starts with failed_at, so the claim
-# reads the NULL end of it only (jobs that may run, by time), and the list of
-# the failed and the prune read the other end.
+# reads the NULL end of it only (jobs that may run, in the order it claims in),
+# and the list of the failed and the prune read the other end. jobs_held starts
+# with held_until, so what a kind or key holds is counted from the entries of
+# the few held jobs; led by the kind, it would read every waiting job of the kind.
 
-# The claim's first query finds the job due soonest and locks it, passing over
-# the ones other claims have locked rather than wait for them. FORCE INDEX: the
-# claim must read jobs_due in order, whatever the optimizer guesses of the
-# table's statistics, or it would sort, and lock, far more than one row.
-_CLAIM = text(
-    """
-    SELECT id, kind, payload, run_at, attempts, error FROM jobs FORCE INDEX (jobs_due)
-    WHERE failed_at IS NULL AND run_at <= :now AND held_until <= :now
-    ORDER BY run_at, id LIMIT 1
+# The claim reads jobs_due in claim order and locks what it returns, passing
+# over the jobs other claims have locked rather than wait for them. FORCE INDEX:
+# it must read jobs_due in order, whatever the optimizer guesses of the table's
+# statistics, or it would sort, and lock, far more than it takes.
+#
+# It passes over a job of a kind held back or paused, and a limited job whose
+# kind or key holds all it may, as far as it can tell without a lock (the
+# claims beside it have not committed yet: see _locks). Each is a count in a
+# subquery, not NOT EXISTS: MySQL makes a NOT EXISTS beside the other
+# conditions a join, whose jobs it sorts, locking every one it reads, so that
+# the claims beside it would find them all locked. A subquery's rows are read,
+# never locked. The counts read jobs_held's entries of held jobs only.
+_CLAIM = """
+    SELECT {columns} FROM jobs AS due FORCE INDEX (jobs_due)
+    WHERE due.failed_at IS NULL AND due.run_at <= :now AND due.held_until <= :now
+    AND 0 = (
+        SELECT COUNT(*) FROM held_kinds AS held
+        WHERE held.kind = due.kind AND held.held_until > :now
+    )
+    AND (due.at_once IS NULL OR due.at_once > (
+        SELECT COUNT(*) FROM jobs AS running FORCE INDEX (jobs_held)
+        WHERE running.held_until > :now AND running.kind = due.kind
+    ))
+    AND (due.alone_key IS NULL OR 0 = (
+        SELECT COUNT(*) FROM jobs AS mate FORCE INDEX (jobs_held)
+        WHERE mate.held_until > :now AND mate.kind = due.kind AND mate.alone_key = due.alone_key
+    )){passed_over}
+    ORDER BY due.priority DESC, due.run_at, due.id LIMIT :most
     FOR UPDATE SKIP LOCKED
+    """
+
+
+@functools.lru_cache(maxsize=64)
+def _claim(keys: int, kinds: int) -> TextClause:
+    """The claim, passing over ``keys`` (kind, key) pairs and ``kinds`` kinds' limited jobs.
+
+    A batch claim that met limited jobs it could not take claims again past
+    them: ``_Passed`` names them.
+    """
+    passed_over = "".join(
+        f"\n    AND NOT (due.kind = :pk{i} AND due.alone_key = :pa{i})" for i in range(keys)
+    ) + "".join(
+        f"\n    AND NOT (due.kind = :ck{i} AND due.at_once IS NOT NULL)" for i in range(kinds)
+    )
+    return text(_CLAIM.format(columns=rows.COLUMNS, passed_over=passed_over))
+
+
+# A claim that found limited jobs takes the lock rows of their kinds (for at
+# once: the kind's own row, key '') and keys, all in one statement, in one
+# order, so two claims never wait for each other in a circle. The upsert locks
+# a row for writing at once, whether it makes it or finds it: an insert that
+# met the row, then a lock taken on it, would take one for reading first, which
+# two claims could both hold, each waiting for the other's to be let go.
+@functools.lru_cache(maxsize=64)
+def _locks(n: int) -> TextClause:
+    values = ", ".join(f"(:lk{i}, :la{i})" for i in range(n))
+    return text(
+        f"INSERT INTO job_locks (kind, alone_key) VALUES {values} "
+        "ON DUPLICATE KEY UPDATE kind = kind"
+    )
+
+
+# Holding the lock rows, the claim counts again what each kind and key holds,
+# now seeing every claim that held them before it, and ranks its own jobs, so
+# that the batch holds at most one job of a key (key_ok) and no more of an at
+# once kind than its limit leaves (kind_ok). A job passed over for its key
+# takes no room of its kind's.
+_RANK = text(
+    """
+    SELECT id, key_ok, at_once IS NULL OR (key_ok AND nth_of_kind + kind_held <= at_once) AS kind_ok
+    FROM (
+        SELECT id, at_once, key_ok,
+            ROW_NUMBER() OVER (PARTITION BY kind, key_ok ORDER BY priority DESC, run_at, id)
+                AS nth_of_kind,
+            (
+                SELECT COUNT(*) FROM jobs AS running FORCE INDEX (jobs_held)
+                WHERE running.held_until > :now AND running.kind = keyed.kind
+            ) AS kind_held
+        FROM (
+            SELECT id, kind, at_once, priority, run_at,
+                alone_key IS NULL OR (
+                    ROW_NUMBER() OVER (
+                        PARTITION BY kind, alone_key ORDER BY priority DESC, run_at, id
+                    ) = 1
+                    AND 0 = (
+                        SELECT COUNT(*) FROM jobs AS mate FORCE INDEX (jobs_held)
+                        WHERE mate.held_until > :now AND mate.kind = candidate.kind
+                        AND mate.alone_key = candidate.alone_key
+                    )
+                ) AS key_ok
+            FROM jobs AS candidate WHERE id IN :ids
+        ) AS keyed
+    ) AS ranked
     """
 )
 
-# Then it holds the job by its ID: the row is locked for writing already, so
-# there is no lock to upgrade, which two claims could deadlock on.
-_HOLD = text("UPDATE jobs SET held_until = :until, attempts = attempts + 1 WHERE id = :id")
+# Then it holds the jobs by their IDs: their rows are locked for writing
+# already, so there is no lock to upgrade, which two claims could deadlock on.
+# A claimed job's key goes: a push of its value while it runs is a new job.
+_HOLD = text(
+    "UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL "
+    "WHERE id IN :ids"
+)
 
-_PUSH = text("INSERT INTO jobs (kind, payload, run_at) VALUES (:kind, :payload, :run_at)")
+_PUSH = text(
+    """
+    INSERT INTO jobs (kind, payload, run_at, unique_key, alone_key, at_once, carried, priority)
+    VALUES (:kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority)
+    """
+)
+
+# The job of a kind and key that waits; a unique push that the unique index
+# turned away (1062) reads it. The push holds a lock for reading on the waiting
+# job's key then, and takes no other lock before it ends.
+_WAITING = text("SELECT id, run_at FROM jobs WHERE kind = :kind AND unique_key = :unique_key")
+
+# A latest push moves the waiting job by its ID, which locks the job's row
+# before its key's index entry, as a claim does: the other way round, as an
+# upsert would, a claim of the job at the same moment could wait for the push
+# while the push waits for it. It matches nothing once a claim took the job.
+_MOVE = text("UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :unique_key")
 
 # done, retry and fail are fenced by attempts: once a later claim has taken the
 # job (its hold ran out), the late answer of the earlier one changes nothing.
@@ -101,9 +240,90 @@ _FAIL = text(
     """
 )
 
-_FAILED = text(
+# The same for many jobs, one statement each, in one transaction. `id IN` lets
+# the server read the rows by their key; the pairs are the fence.
+_DONE_MANY = text(
+    "DELETE FROM jobs WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL"
+)
+
+# Each retry and fail has values of its own: a JSON array of them, as a table.
+_SETTLES = """
+    JSON_TABLE(:settles, '$[*]' COLUMNS (
+        id BIGINT PATH '$.id', attempts INT PATH '$.attempts',
+        at_ms BIGINT PATH '$.at', error LONGTEXT PATH '$.error'
+    )) AS settle
     """
-    SELECT id, kind, payload, run_at, attempts, error, failed_at FROM jobs
+
+_RETRY_MANY = text(
+    f"""
+    UPDATE jobs JOIN {_SETTLES} ON jobs.id = settle.id AND jobs.attempts = settle.attempts
+    SET jobs.run_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
+    WHERE jobs.failed_at IS NULL
+    """
+)
+
+_FAIL_MANY = text(
+    f"""
+    UPDATE jobs JOIN {_SETTLES} ON jobs.id = settle.id AND jobs.attempts = settle.attempts
+    SET jobs.failed_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
+    WHERE jobs.failed_at IS NULL
+    """
+)
+
+# A renewal changes only jobs that their claims still hold: not done, failed,
+# put back (held_until 0) nor taken by a later claim (attempts). Then it reads
+# which it renewed, as there is no RETURNING.
+_RENEW = text(
+    """
+    UPDATE jobs SET held_until = :until
+    WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0
+    """
+)
+_RENEWED = text(
+    """
+    SELECT id FROM jobs
+    WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL
+    AND held_until = :until
+    """
+)
+
+# A kind's time only moves forward. held_kinds' row is taken before the job's,
+# and no claim takes it for writing: claims only read it.
+_HOLD_KIND = text(
+    """
+    INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
+    ON DUPLICATE KEY UPDATE held_until = GREATEST(held_until, :until)
+    """
+)
+
+# The job back as its claim found it: the attempt taken back, due at its
+# run_at, with its key, which the unique index turns away (1062) when a job
+# pushed while it ran has the key now; then it goes back without it.
+_PUT_BACK = text(
+    """
+    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+    """
+)
+
+# A pause sets the kind's time (a rate's hold may be later: it is kept), a
+# pause of a paused kind moves it either way; until resumed is _FOREVER.
+_PAUSE = text(
+    """
+    INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, 1)
+    ON DUPLICATE KEY UPDATE held_until = IF(paused, :until, GREATEST(held_until, :until)),
+        paused = 1
+    """
+)
+_RESUME = text("UPDATE held_kinds SET held_until = 0, paused = 0 WHERE kind = :kind AND paused")
+_PAUSED = text(
+    "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now ORDER BY kind"
+)
+_FOREVER = 2**63 - 1  # BIGINT's largest: a pause until resumed
+
+_FAILED = text(
+    f"""
+    SELECT {rows.COLUMNS} FROM jobs
     WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
     """
 )
@@ -116,6 +336,15 @@ _RUN_AGAIN = text(
 )
 
 _PRUNE = text("DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before")
+# And the kinds whose hold or pause ended, and the lock rows of keys no job has.
+_PRUNE_KINDS = text("DELETE FROM held_kinds WHERE held_until < :before")
+_PRUNE_LOCKS = text(
+    """
+    DELETE FROM job_locks WHERE alone_key <> '' AND NOT EXISTS (
+        SELECT 1 FROM jobs WHERE jobs.kind = job_locks.kind AND jobs.alone_key = job_locks.alone_key
+    )
+    """
+)
 
 # Runs only move forward, in two steps whose counts mean the same whether the
 # connection counts matched rows or changed ones (SQLAlchemy always asks for
@@ -142,14 +371,12 @@ _FIRST_RUN = text(
 # from several instances at once.
 _LAST_RUN = text("SELECT run_at FROM schedules WHERE name = :name")
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
-
 # MySQL's error codes, the same on MariaDB.
 _DEADLOCK = 1213  # the server undid the transaction, which may be run again as it was
 _LOCKED = {_DEADLOCK, 1205, 3572}  # and lock wait timeout, NOWAIT
 _DUPLICATE = 1062
 _NO_TABLE = 1146
+_TOO_LONG = {1406, 1366}  # data too long for its column; a string the column's charset can't hold
 # Can't connect, gone away, lost, too many connections, shutting down, killed,
 # access denied, unknown database.
 _UNAVAILABLE = {2002, 2003, 2005, 2006, 2013, 2055, 1040, 1053, 1927, 4031, 1044, 1045, 1049}
@@ -158,10 +385,19 @@ _UNAVAILABLE = {2002, 2003, 2005, 2006, 2013, 2055, 1040, 1053, 1927, 4031, 1044
 # is open (pymysql.constants.SERVER_STATUS.SERVER_STATUS_IN_TRANS).
 _SERVER_STATUS_IN_TRANS = 1
 
+# How many times a batch claim claims again past limited jobs it met and could
+# not take, before it settles for fewer than asked.
+_PASSES = 8
+# How many times a unique push tries again when a claim or another push moved
+# the waiting job between its read and its write.
+_TRIES = 10
+
 _T = TypeVar("_T")
 
 # Compiles the statements once into PyMySQL's own SQL, %(name)s parameters (see _Driver).
 _DIALECT = create_engine("mysql+pymysql://", paramstyle="pyformat").dialect  # connects to nothing
+
+_log = logging.getLogger("jobq")
 
 
 def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine:
@@ -209,7 +445,7 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
 
 
 class Jobs:
-    """The jobs table: a jobq Store, FailedStore and ScheduleStore.
+    """The jobs table: a jobq Store with every extra but NotifyStore.
 
     ``Jobs(engine)`` runs each operation in a transaction of its own.
     ``jobs.bind(connection)`` runs them in the connection's open transaction,
@@ -230,72 +466,59 @@ class Jobs:
         """
         return Jobs(self._engine, _connection=connection)
 
+    # Store
+
     def push(self, job: Job) -> None:
-        job.id = str(self._run(lambda sql: sql.insert(_PUSH, _insert(job))))
+        # A plain push keeps no unique key: only push_unique and push_latest do.
+        params = {**rows.insert(job), "unique_key": None}
+        job.id = str(self._run(lambda sql: sql.insert(_PUSH, params)))
 
     def claim(self, now: datetime, until: datetime) -> Job | None:
-        params = {"now": _ms(now), "until": _ms(until)}
-
-        def work(sql: _Statements) -> Job | None:
-            rows = sql.rows(_CLAIM, params)
-            if not rows:
-                return None
-            claimed = _job(rows[0])
-            sql.count(_HOLD, {"id": int(claimed.id), "until": params["until"]})
-            claimed.attempts += 1
-            return claimed
-
-        return self._run(work)
+        claimed = self.claim_many(now, until, 1)
+        return claimed[0] if claimed else None
 
     def done(self, job: Job) -> None:
-        params = {"id": int(job.id), "attempts": job.attempts}
-        self._run(lambda sql: sql.count(_DONE, params))
+        self._run(lambda sql: sql.count(_DONE, rows.fence(job)))
 
     def retry(self, job: Job) -> None:
-        params = {
-            "id": int(job.id),
-            "attempts": job.attempts,
-            "run_at": _ms(job.run_at),
-            "error": job.error,
-        }
+        params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": job.error}
         self._run(lambda sql: sql.count(_RETRY, params))
 
     def fail(self, job: Job) -> None:
         job.failed_at = job.failed_at or datetime.now(UTC)
-        params = {
-            "id": int(job.id),
-            "attempts": job.attempts,
-            "failed_at": _ms(job.failed_at),
-            "error": job.error,
-        }
+        params = {**rows.fence(job), "failed_at": rows.ms(job.failed_at), "error": job.error}
         self._run(lambda sql: sql.count(_FAIL, params))
 
+    # FailedStore
+
     def failed(self) -> list[Job]:
-        return [_job(row) for row in self._run(lambda sql: sql.rows(_FAILED, {}))]
+        return [rows.job(row) for row in self._run(lambda sql: sql.rows(_FAILED, {}))]
 
     def run_again(self, id: str, at: datetime) -> bool:
         if not id.isdecimal() or int(id) >= 2**63:
             return False  # not an ID this table gives out, so not one of its jobs
-        params = {"id": int(id), "run_at": _ms(at)}
+        params = {"id": int(id), "run_at": rows.ms(at)}
         return self._run(lambda sql: sql.count(_RUN_AGAIN, params)) > 0
 
+    # ScheduleStore
+
     def push_scheduled(self, schedule: str, job: Job) -> bool:
-        run = {"name": schedule, "run_at": _ms(job.run_at)}
+        run = {"name": schedule, "run_at": rows.ms(job.run_at)}
 
         def work(sql: _Statements) -> int | None:
             for _ in range(2):
                 if sql.count(_MOVE_RUN, run):
-                    return sql.insert(_PUSH, _insert(job))
+                    return _push_run(sql, job)
                 try:
-                    if sql.count(_FIRST_RUN, run):
-                        return sql.insert(_PUSH, _insert(job))
+                    made = sql.count(_FIRST_RUN, run)
                 except Exception as error:
                     if _code(error) != _DUPLICATE:
                         raise
                     [(last,)] = sql.rows(_LAST_RUN, run)
                     if last < run["run_at"]:
                         continue  # another push made the row just now, behind this run
-                return None
+                    return None
+                return _push_run(sql, job) if made else None
             return None
 
         id = self._run(work)
@@ -304,9 +527,158 @@ class Jobs:
         job.id = str(id)
         return True
 
+    # UniqueStore, LatestStore, OneAtATimeStore, AtOnceStore
+
+    def push_unique(self, job: Job) -> bool:
+        if not job.key:
+            self.push(job)
+            return True
+        params = rows.insert(job)
+        id, pushed = self._run(lambda sql: _push_unique(sql, params))
+        job.id = str(id)
+        return pushed
+
+    def push_latest(self, job: Job) -> None:
+        if not job.key:
+            self.push(job)
+            return
+        params = rows.insert(job)
+
+        def once(sql: _Statements) -> int | None:
+            """The waiting job moved, or this one pushed: its ID; None when a push beat it."""
+            found = sql.rows(_WAITING, params)
+            if found and found[0][1] == params["run_at"]:
+                # Due then already: nothing to write, and no lock that a claim
+                # of the job at this moment would pass it over for.
+                return int(found[0][0])
+            if found and sql.count(_MOVE, {**params, "id": found[0][0]}):
+                return int(found[0][0])
+            try:
+                return sql.insert(_PUSH, params)
+            except Exception as error:
+                if _code(error) != _DUPLICATE:
+                    raise
+                return None
+
+        for _ in range(_TRIES):
+            # Each try in a transaction of its own, when the store has its own:
+            # the one turned away holds a lock for reading on the key that a
+            # claim of the waiting job needs, and must not wait for that claim.
+            id = self._run(once)
+            if id is not None:
+                job.id = str(id)
+                return
+        raise jobq.StoreLocked(
+            f"a push of kind {job.kind!r} met other pushes and claims of its key "
+            f"{_TRIES} times: push it again"
+        )
+
+    def keeps_one_at_a_time(self) -> None:
+        """Claims keep it: see _CLAIM, _locks and _RANK."""
+
+    def keeps_at_once(self) -> None:
+        """Claims keep it: see _CLAIM, _locks and _RANK."""
+
+    # CarryStore
+
+    def keeps_carried(self) -> None:
+        """The carried column keeps it: every push writes it, every read gives it back."""
+
+    # HoldBackStore
+
+    def hold_back(self, job: Job, until: datetime) -> None:
+        fence = rows.fence(job)
+
+        def work(sql: _Statements) -> None:
+            sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
+            if job.key:
+                try:
+                    sql.count(_PUT_BACK, {**fence, "unique_key": job.key})
+                    return
+                except Exception as error:
+                    if _code(error) != _DUPLICATE:
+                        raise
+            sql.count(_PUT_BACK, {**fence, "unique_key": None})
+
+        self._run(work)
+
+    # PauseStore
+
+    def pause(self, kind: str, until: datetime | None) -> None:
+        params = {"kind": kind, "until": _FOREVER if until is None else rows.ms(until)}
+        self._run(lambda sql: sql.count(_PAUSE, params))
+
+    def resume(self, kind: str) -> bool:
+        return self._run(lambda sql: sql.count(_RESUME, {"kind": kind})) > 0
+
+    def paused(self, now: datetime) -> dict[str, datetime | None]:
+        found = self._run(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
+        return {kind: None if until == _FOREVER else rows.at(until) for kind, until in found}
+
+    # BatchStore
+
+    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
+        claimed: list[Job] = []
+        passed = _Passed()
+        for _ in range(_PASSES):
+            if len(claimed) >= most:
+                break
+            got, again = self._run(
+                functools.partial(
+                    _claim_once, now=now, until=until, most=most - len(claimed), passed=passed
+                )
+            )
+            claimed += got
+            if not again:
+                break
+        return claimed
+
+    def settle_many(
+        self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
+    ) -> None:
+        if not (done or retry or fail):
+            return
+        stamped = datetime.now(UTC)
+        for job in fail:
+            job.failed_at = job.failed_at or stamped
+
+        def work(sql: _Statements) -> None:
+            if done:
+                sql.count(_DONE_MANY, _fences(done))
+            if retry:
+                sql.count(_RETRY_MANY, _settles(retry, [j.run_at for j in retry]))
+            if fail:
+                sql.count(_FAIL_MANY, _settles(fail, [j.failed_at or stamped for j in fail]))
+
+        self._run(work)
+
+    # RenewStore
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
+        if not jobs:
+            return []
+        params = {**_fences(jobs), "until": rows.ms(until)}
+
+        def work(sql: _Statements) -> list[str]:
+            sql.count(_RENEW, params)
+            return [str(id) for (id,) in sql.rows(_RENEWED, params)]
+
+        return self._run(work)
+
     def prune(self, before: datetime) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many."""
-        return self._run(lambda sql: sql.count(_PRUNE, {"before": _ms(before)}))
+        """Delete the jobs that failed for good before ``before``; say how many.
+
+        Also lets go of what claims no longer need: kinds held back or paused
+        until before ``before``, and the lock rows of keys no job has.
+        """
+        params = {"before": rows.ms(before)}
+
+        def work(sql: _Statements) -> int:
+            sql.count(_PRUNE_KINDS, params)
+            sql.count(_PRUNE_LOCKS, params)
+            return sql.count(_PRUNE, params)
+
+        return self._run(work)
 
     def _run(self, work: Callable[[_Statements], _T]) -> _T:
         """Run ``work``: in the bound connection's transaction, or in one of its own.
@@ -328,6 +700,8 @@ class Jobs:
             except jobq.StoreLocked as error:
                 if last or _code(error.__cause__) != _DEADLOCK:
                     raise
+                # Said, so that a deadlock that should never happen is seen (tests count them).
+                _log.warning("jobs table: deadlocked with another transaction; running it again")
         raise AssertionError("unreachable")
 
     @contextmanager
@@ -364,11 +738,124 @@ class Jobs:
             raw.close()
 
 
-class _Statements(Protocol):
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]: ...
+class _Passed:
+    """What a batch claim met and could not take, which its next pass passes over.
 
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int: ...
+    A job's (kind, key) when a held job has its key, or the batch took one of
+    it already; a kind when its at-once limit is reached.
+    """
 
+    def __init__(self) -> None:
+        self.keys: set[tuple[str, str]] = set()
+        self.kinds: set[str] = set()
+
+    def params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        for i, (kind, key) in enumerate(sorted(self.keys)):
+            params[f"pk{i}"], params[f"pa{i}"] = kind, key
+        for i, kind in enumerate(sorted(self.kinds)):
+            params[f"ck{i}"] = kind
+        return params
+
+
+def _claim_once(
+    sql: _Statements, *, now: datetime, until: datetime, most: int, passed: _Passed
+) -> tuple[list[Job], bool]:
+    """Claim up to ``most`` jobs in one transaction; say too whether to claim again past some.
+
+    Jobs with no limit are taken as they are found. When the claim found
+    limited jobs, it takes their lock rows and ranks what it found before it
+    holds any (_LOCKS, _RANK); those it passes over go in ``passed``, and when
+    it found all it asked for, a claim past them may find more.
+    """
+    params = {"now": rows.ms(now), "until": rows.ms(until), "most": most}
+    found = sql.rows(_claim(len(passed.keys), len(passed.kinds)), {**params, **passed.params()})
+    if not found:
+        return [], False
+    # By COLUMNS: 0 id, 1 kind, 8 alone_key, 9 at_once.
+    limited = [row for row in found if row[8] is not None or row[9] is not None]
+    taken = found
+    again = False
+    if limited:
+        locks = sorted(
+            {(row[1], "") for row in limited if row[9] is not None}
+            | {(row[1], row[8]) for row in limited if row[8] is not None}
+        )
+        lock_params: dict[str, Any] = {}
+        for i, (kind, key) in enumerate(locks):
+            lock_params[f"lk{i}"], lock_params[f"la{i}"] = kind, key
+        sql.count(_locks(len(locks)), lock_params)
+        ranked = {
+            int(id): (bool(key_ok), bool(kind_ok))
+            for id, key_ok, kind_ok in sql.rows(
+                _RANK, {**params, "ids": tuple(int(row[0]) for row in found)}
+            )
+        }
+        taken = []
+        for row in found:
+            key_ok, kind_ok = ranked[int(row[0])]
+            if key_ok and kind_ok:
+                taken.append(row)
+                if row[8] is not None:
+                    passed.keys.add((row[1], row[8]))  # one job of a key in a batch
+                continue
+            again = True
+            if not key_ok:
+                passed.keys.add((row[1], row[8]))
+            else:
+                passed.kinds.add(row[1])
+        again = again and len(found) == most
+    if taken:
+        sql.count(_HOLD, {**params, "ids": tuple(int(row[0]) for row in taken)})
+    claimed = [rows.job(row) for row in taken]
+    for job in claimed:
+        job.attempts += 1
+    return claimed, again
+
+
+def _push_run(sql: _Statements, job: Job) -> int:
+    """Push a schedule's run: a unique kind's job that waits already *is* the run."""
+    if job.key:
+        return _push_unique(sql, rows.insert(job))[0]
+    return sql.insert(_PUSH, {**rows.insert(job), "unique_key": None})
+
+
+def _push_unique(sql: _Statements, params: Mapping[str, Any]) -> tuple[int, bool]:
+    """Push unless a job of the kind and key waits: (the ID of the one that waits now, pushed?)."""
+    for _ in range(_TRIES):
+        try:
+            return sql.insert(_PUSH, params), True
+        except Exception as error:
+            if _code(error) != _DUPLICATE:
+                raise
+        # The unique index turned it away: the waiting job is committed, and
+        # this transaction's lock on its key keeps a claim from taking it now.
+        found = sql.rows(_WAITING, params)
+        if found:
+            return int(found[0][0]), False
+    raise jobq.StoreLocked("a unique push met other pushes and claims of its key: push it again")
+
+
+def _fences(jobs: Sequence[Job]) -> dict[str, Any]:
+    """The jobs' IDs, and (id, attempts) pairs that pick them while their claims have them."""
+    pairs = sorted((int(job.id), job.attempts) for job in jobs)
+    return {"ids": tuple(id for id, _ in pairs), "fences": tuple(pairs)}
+
+
+def _settles(jobs: Sequence[Job], times: Sequence[datetime]) -> dict[str, Any]:
+    """Retries or fails as _SETTLES reads them, by ID: the order their rows lock in."""
+    settles = sorted(
+        (
+            {"id": int(job.id), "attempts": job.attempts, "at": rows.ms(at)}
+            | ({} if job.error is None else {"error": job.error})
+            for job, at in zip(jobs, times, strict=True)
+        ),
+        key=lambda s: s["id"],
+    )
+    return {"settles": json.dumps(settles)}
+
+
+class _Statements(rows.Statements, Protocol):
     def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int: ...
 
 
@@ -377,7 +864,8 @@ class _Driver:
 
     A round trip on the loopback takes tens of microseconds, and SQLAlchemy's
     execution path would add more than that to each: the statements go to PyMySQL
-    as SQLAlchemy compiled them once, with PyMySQL's %(name)s parameters.
+    as SQLAlchemy compiled them once, with PyMySQL's %(name)s parameters (a tuple
+    parameter is written as a list in parentheses, for IN).
     """
 
     def __init__(self, connection: Any) -> None:
@@ -398,21 +886,15 @@ class _Driver:
             return int(cursor.lastrowid)
 
 
-class _Through:
+class _Through(rows.Through):
     """Statements through a SQLAlchemy connection, in the transaction the app holds."""
 
     def __init__(self, connection: Connection) -> None:
-        self._connection = connection
-
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in self._connection.execute(statement, params)]
-
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        return self._connection.execute(statement, params).rowcount
+        super().__init__(connection)
+        self._sa = connection
 
     def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        id = self._connection.execute(statement, params).lastrowid
-        return int(id)
+        return int(self._sa.execute(statement, params).lastrowid)
 
 
 @functools.cache
@@ -478,6 +960,11 @@ def _portable(original: BaseException | None, invalidated: bool) -> jobq.StoreEr
         )
     if code == _NO_TABLE:
         return jobq.StoreError(f"{said}: run the app's migrations (./myapp migrate)")
+    if code in _TOO_LONG:
+        return jobq.StoreError(
+            f"a value does not fit its column ({said}): a job's key must be ASCII, "
+            f"at most 128 characters, and its kind at most 255"
+        )
     return jobq.StoreError(f"the jobs table could not be written or read: {said}")
 
 
@@ -486,34 +973,3 @@ def _said(error: BaseException | None) -> str:
     args: tuple[Any, ...] = getattr(error, "args", ())
     message = f"{args[1]} ({args[0]})" if len(args) == 2 else str(error)
     return " ".join(message.split())
-
-
-def _ms(at: datetime) -> int:
-    """``at`` in Unix milliseconds, in integers so that no float rounds it."""
-    if at.utcoffset() is None:
-        raise ValueError(
-            f"{at!r} has no time zone: give an aware datetime, such as datetime.now(UTC)"
-        )
-    return (at - _EPOCH) // _MS
-
-
-def _at(ms: int) -> datetime:
-    return _EPOCH + ms * _MS
-
-
-def _insert(job: Job) -> dict[str, Any]:
-    return {"kind": job.kind, "payload": job.payload, "run_at": _ms(job.run_at)}
-
-
-def _job(row: tuple[Any, ...]) -> Job:
-    """A job from its columns: id, kind, payload, run_at, attempts, error[, failed_at]."""
-    failed_at = row[6] if len(row) > 6 else None
-    return Job(
-        kind=row[1],
-        payload=row[2],
-        run_at=_at(row[3]),
-        id=str(row[0]),
-        attempts=row[4],
-        error=row[5],
-        failed_at=None if failed_at is None else _at(failed_at),
-    )

@@ -1,40 +1,52 @@
 """The app's jobs table on PostgreSQL: jobq's Store, written in Postgres's SQL and nothing else.
 
-``Jobs(engine)`` is the queue's Store; ``jobs.bind(connection)`` is the same
-table written through a transaction the app holds open, so that a job is kept
-with what else that transaction writes, or not at all. Make the engine with
-``make_engine`` (a ``postgresql+psycopg://`` URL).
+``Jobs(engine)`` is the queue's Store, with every extra; ``jobs.bind(connection)``
+is the same table written through a transaction the app holds open, so that a
+job is kept with what else that transaction writes, or not at all. Make the
+engine with ``make_engine`` (a ``postgresql+psycopg://`` URL).
 
 Times are Unix milliseconds in SQL and aware UTC datetimes outside it; an ID
 is the ``str`` of the row's bigint identity.
 
 Each operation of ``Jobs(engine)`` is one statement in autocommit mode: one
 round trip to the server, with no BEGIN or COMMIT around it. A statement is a
-transaction of its own, so the claim, which finds its job and holds it, and the
-schedule's push, which moves the run and inserts its job, are each all or nothing.
+transaction of its own, so the claim, which finds its jobs and holds them, and
+the schedule's push, which moves the run and inserts its job, are each all or
+nothing. The one exception is the claim of a limited kind's jobs (AtOnce,
+OneAtATime), a short transaction that takes the kind's and key's lock rows
+first: see docs/store.md, "One writer, or many".
+
+Every push sends ``NOTIFY jobq`` in its own statement, which the server
+delivers as the push commits; ``listen`` wakes a queue on each.
 """
 
 from __future__ import annotations
 
 import functools
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+import logging
+import os
+import select
+import threading
+from contextlib import contextmanager, nullcontext
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, LiteralString, Protocol, TypeVar
 
 import jobq
 import psycopg
-from jobq import Job
+from jobq import Job, rows
 from sqlalchemy import create_engine, exc, text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from contextlib import AbstractContextManager
 
     from sqlalchemy.engine import Connection, Engine
     from sqlalchemy.sql.elements import TextClause
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations to have made: tests compare the two.
+# What the Store expects the migrations (0001_jobs, then 0002_jobs) to have
+# made: tests compare the two.
 SCHEMA = (
     """
     CREATE TABLE jobs (
@@ -47,63 +59,358 @@ SCHEMA = (
         error      text,
         failed_at  bigint,
         created_at bigint NOT NULL
-                   DEFAULT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint
+                   DEFAULT (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint,
+        priority   integer NOT NULL DEFAULT 0,
+        unique_key text,
+        alone_key  text,
+        at_once    integer,
+        carried    text
     )
     """,
-    # The claim's index: only jobs that may run are in it, so neither failed
-    # jobs nor the ones waiting for later add to what a poll reads.
-    "CREATE INDEX jobs_due ON jobs (run_at, id) WHERE failed_at IS NULL",
+    # The claim's index, in claim order: only jobs that may run are in it, so
+    # neither failed jobs nor the ones waiting for later add to what a poll reads.
+    "CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id) WHERE failed_at IS NULL",
+    # The same for the jobs a limit may pass over: a claim asks it whether any
+    # is due without reading past the many jobs that have no limit.
+    """
+    CREATE INDEX jobs_limited ON jobs (priority DESC, run_at, id)
+    WHERE failed_at IS NULL AND (alone_key IS NOT NULL OR at_once IS NOT NULL)
+    """,
     "CREATE INDEX jobs_failed ON jobs (failed_at) WHERE failed_at IS NOT NULL",
+    # Of pushes of one key at once, the index lets one in (NULLs never meet).
+    "CREATE UNIQUE INDEX jobs_unique ON jobs (kind, unique_key) WHERE unique_key IS NOT NULL",
+    "CREATE INDEX jobs_alone ON jobs (kind, alone_key) WHERE alone_key IS NOT NULL",
+    # What a kind holds now is a few entries of this index, never the table.
+    "CREATE INDEX jobs_held ON jobs (kind, held_until)",
     """
     CREATE TABLE schedules (
         name   text PRIMARY KEY,
         run_at bigint NOT NULL
     )
     """,
-)
-
-# One statement finds the job and holds it. SKIP LOCKED passes over the rows
-# other claims have locked rather than wait for them, so claims at once never
-# queue behind each other; a row another claim held and committed meanwhile is
-# checked again against the WHERE, so no two claims get one job.
-_CLAIM = text(
+    # A kind a rate holds back, or an operator paused, until held_until.
     """
-    UPDATE jobs SET held_until = :until, attempts = attempts + 1
-    WHERE id = (
-        SELECT id FROM jobs
-        WHERE failed_at IS NULL AND run_at <= :now AND held_until <= :now
-        ORDER BY run_at, id LIMIT 1
-        FOR UPDATE SKIP LOCKED
+    CREATE TABLE held_kinds (
+        kind       text PRIMARY KEY,
+        held_until bigint NOT NULL,
+        paused     boolean NOT NULL DEFAULT false
     )
-    RETURNING id, kind, payload, run_at, attempts, error
+    """,
+    # The rows that claims of a limited kind take turns on; the kind's own row
+    # has alone_key '', which no job's key is.
+    """
+    CREATE TABLE job_locks (
+        kind      text NOT NULL,
+        alone_key text NOT NULL,
+        PRIMARY KEY (kind, alone_key)
+    )
+    """,
+)
+
+_CHANNEL = "jobq"
+
+# A kind paused until resumed is held until the last millisecond a bigint has.
+_FOREVER = 2**63 - 1
+
+# What a due job of a kind that is not held back is, for each claim below.
+# The kinds held back are read once per statement (an InitPlan), not per row.
+_DUE = """
+    failed_at IS NULL AND run_at <= :now AND held_until <= :now
+    AND kind <> ALL (ARRAY(SELECT kind FROM held_kinds WHERE held_until > :now))
+"""
+
+# A limited job that its limits let through as things stand, before any lock:
+# no held job of its kind has its key, and its kind holds fewer than its limit.
+# Read under the lock rows, it is the truth; read without, a hint.
+_MAY_RUN = """
+    AND (alone_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM jobs AS running
+        WHERE running.kind = due.kind AND running.alone_key = due.alone_key
+        AND running.held_until > :now
+    ))
+    AND (at_once IS NULL OR at_once > (
+        SELECT count(*) FROM jobs AS running
+        WHERE running.kind = due.kind AND running.held_until > :now
+    ))
+"""
+
+_LIMITED = "(alone_key IS NOT NULL OR at_once IS NOT NULL)"
+_UNLIMITED = "alone_key IS NULL AND at_once IS NULL"
+_ORDER = "ORDER BY priority DESC, run_at, id"
+_HOLD = "SET held_until = :until, attempts = attempts + 1, unique_key = NULL"
+_NONE = ", ".join(["NULL"] * len(rows.COLUMNS.split(", ")))
+# A claim clears the key, and gives the job back with the key it had, which a
+# hold-back puts back.
+_CLAIMED = rows.COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
+
+# The claim of jobs with no limit: one statement, however many at once. SKIP
+# LOCKED passes over the rows other claims have locked rather than wait for
+# them, and a row another claim held and committed meanwhile is checked again
+# against the WHERE, so no two claims get one job. It takes only the jobs that
+# come before the first limited job that may be due (next_limited, read in
+# claim order from jobs_limited), and returns that job's place as one more
+# row, flagged, so that the caller knows to claim the rest under the locks.
+_CLAIM = text(
+    f"""
+    WITH next_limited AS MATERIALIZED (
+        SELECT priority, run_at, id FROM jobs AS due
+        WHERE {_LIMITED} AND {_DUE} {_MAY_RUN}
+        {_ORDER} LIMIT 1
+    ),
+    chosen AS (
+        SELECT id AS pick, unique_key AS was_key FROM jobs
+        WHERE {_UNLIMITED} AND {_DUE}
+        AND NOT EXISTS (
+            SELECT 1 FROM next_limited AS l
+            WHERE (-l.priority, l.run_at, l.id) < (-jobs.priority, jobs.run_at, jobs.id)
+        )
+        {_ORDER} LIMIT :most
+        FOR UPDATE OF jobs SKIP LOCKED
+    ),
+    claimed AS (
+        UPDATE jobs {_HOLD} FROM chosen WHERE jobs.id = chosen.pick
+        RETURNING {_CLAIMED}
+    )
+    SELECT {rows.COLUMNS}, false FROM claimed
+    UNION ALL
+    SELECT {_NONE}, true FROM next_limited
     """
 )
 
+# The limited claim's first step, in its transaction: the lock rows of the
+# kinds and keys it may claim, taken in one order (kind, then key, the kind's
+# own row '' first, compared byte by byte), so two claims never wait for each
+# other in a circle. The upsert locks a row whether it makes it or finds it,
+# and its update changes nothing.
+_LOCK = text(
+    f"""
+    WITH candidates AS (
+        SELECT kind, alone_key, at_once FROM jobs AS due
+        WHERE {_LIMITED} AND {_DUE} {_MAY_RUN}
+        {_ORDER} LIMIT :window
+    ),
+    wanted AS (
+        SELECT kind, '' AS alone_key FROM candidates WHERE at_once IS NOT NULL
+        UNION
+        SELECT kind, alone_key FROM candidates WHERE alone_key IS NOT NULL
+    )
+    INSERT INTO job_locks (kind, alone_key)
+    SELECT kind, alone_key FROM wanted ORDER BY kind COLLATE "C", alone_key COLLATE "C"
+    ON CONFLICT (kind, alone_key) DO UPDATE SET kind = excluded.kind
+    RETURNING kind, alone_key
+    """
+)
+
+# Holding the lock rows, a new statement sees every claim that held them
+# before: it counts again, and takes what is left. The candidates are the
+# limited jobs of the locked kinds and keys that may run, and the next jobs
+# with no limit; window functions keep at most one of a key and, of an
+# AtOnce kind, no more than its limit leaves, counting the batch itself.
+_CLAIM_LIMITED = text(
+    f"""
+    WITH locked AS (
+        SELECT * FROM unnest(CAST(:lock_kinds AS text[]), CAST(:lock_keys AS text[]))
+        AS l (kind, alone_key)
+    ),
+    limited AS (
+        SELECT id, kind, alone_key, at_once, priority, run_at, unique_key FROM jobs AS due
+        WHERE {_LIMITED} AND {_DUE} {_MAY_RUN}
+        AND (alone_key IS NULL OR EXISTS (
+            SELECT 1 FROM locked WHERE locked.kind = due.kind AND locked.alone_key = due.alone_key
+        ))
+        AND (at_once IS NULL OR EXISTS (
+            SELECT 1 FROM locked WHERE locked.kind = due.kind AND locked.alone_key = ''
+        ))
+        {_ORDER} LIMIT :window
+        FOR UPDATE OF due SKIP LOCKED
+    ),
+    free AS (
+        SELECT id, kind, alone_key, at_once, priority, run_at, unique_key FROM jobs
+        WHERE {_UNLIMITED} AND {_DUE}
+        {_ORDER} LIMIT :most
+        FOR UPDATE OF jobs SKIP LOCKED
+    ),
+    keyed AS (
+        SELECT c.*, row_number() OVER (PARTITION BY kind, alone_key {_ORDER}) AS key_rank
+        FROM (SELECT * FROM limited UNION ALL SELECT * FROM free) AS c
+    ),
+    counted AS (
+        SELECT k.*, row_number() OVER (PARTITION BY kind {_ORDER}) AS kind_rank
+        FROM keyed AS k WHERE alone_key IS NULL OR key_rank = 1
+    ),
+    chosen AS (
+        SELECT id AS pick, unique_key AS was_key FROM counted
+        WHERE at_once IS NULL OR kind_rank + (
+            SELECT count(*) FROM jobs AS running
+            WHERE running.kind = counted.kind AND running.held_until > :now
+        ) <= at_once
+        {_ORDER} LIMIT :most
+    )
+    UPDATE jobs {_HOLD} FROM chosen WHERE jobs.id = chosen.pick
+    RETURNING {_CLAIMED}
+    """
+)
+
+_COLUMNS_IN = "kind, payload, run_at, unique_key, alone_key, at_once, carried, priority"
+_VALUES = ":kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority"
+_ON_KEY = "ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL"
+
+# Each push notifies in its own statement: one round trip, and the server
+# delivers the notification as the push commits, in the app's transaction too.
 _PUSH = text(
-    "INSERT INTO jobs (kind, payload, run_at) VALUES (:kind, :payload, :run_at) RETURNING id"
+    f"""
+    WITH pushed AS (INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES}) RETURNING id, kind)
+    SELECT id FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
+    """
 )
 
-# done, retry and fail are fenced by attempts: once a later claim has taken the
+# The unique index turns a second key away; then the waiting job's ID is read
+# in the same statement. (It can't see a job that a push beside it committed
+# while this one waited on it: the caller reads again.)
+_PUSH_UNIQUE = text(
+    f"""
+    WITH pushed AS (
+        INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES}) {_ON_KEY} DO NOTHING
+        RETURNING id, kind
+    )
+    SELECT id, true FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
+    UNION ALL
+    SELECT id, false FROM jobs
+    WHERE kind = :kind AND unique_key = :unique_key AND NOT EXISTS (SELECT 1 FROM pushed)
+    """
+)
+
+_WAITING = text("SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key")
+
+# A job that waits with the key is moved to the push's time, the rest of it
+# left as it was. The upsert locks the job's row; a claim that took it first
+# cleared its key, and the insert then meets no key and pushes a new job.
+_PUSH_LATEST = text(
+    f"""
+    WITH pushed AS (
+        INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
+        {_ON_KEY} DO UPDATE SET run_at = excluded.run_at
+        RETURNING id, kind
+    )
+    SELECT id FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
+    """
+)
+
+# Runs only move forward: the upsert returns no row when this run, or a later
+# one, was pushed already, and then the insert has nothing to select from. One
+# statement, so the run is never kept without its job. Of pushes of one run at
+# once, the first to insert or move the row wins; the others wait for its lock,
+# then see the run where it is now and change nothing. A unique kind's job that
+# waits with the key is the run: the run moves, and no job is pushed.
+_SCHEDULE = text(
+    f"""
+    WITH run AS (
+        INSERT INTO schedules (name, run_at) VALUES (:name, :run_at)
+        ON CONFLICT (name) DO UPDATE SET run_at = excluded.run_at
+        WHERE schedules.run_at < excluded.run_at
+        RETURNING name
+    ),
+    pushed AS (
+        INSERT INTO jobs ({_COLUMNS_IN}) SELECT {_VALUES} FROM run {_ON_KEY} DO NOTHING
+        RETURNING id, kind
+    )
+    SELECT id FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
+    UNION ALL
+    SELECT jobs.id FROM run, jobs
+    WHERE jobs.kind = :kind AND jobs.unique_key = :unique_key AND NOT EXISTS (SELECT 1 FROM pushed)
+    UNION ALL
+    SELECT NULL FROM run WHERE :unique_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pushed)
+    """
+)
+
+# Every settle is fenced by (id, attempts): once a later claim has taken the
 # job (its hold ran out), the late answer of the earlier one changes nothing.
-_DONE = text("DELETE FROM jobs WHERE id = :id AND attempts = :attempts AND failed_at IS NULL")
-
-_RETRY = text(
+# One statement for all three; a limited kind's settle notifies, so a claim of
+# that kind waiting on another instance tries again at once.
+_SETTLE = text(
+    f"""
+    WITH done AS (
+        DELETE FROM jobs
+        USING unnest(CAST(:done_ids AS bigint[]), CAST(:done_attempts AS integer[]))
+            AS given (id, attempts)
+        WHERE jobs.id = given.id AND jobs.attempts = given.attempts AND jobs.failed_at IS NULL
+        RETURNING jobs.kind, jobs.alone_key, jobs.at_once
+    ),
+    retried AS (
+        UPDATE jobs SET run_at = given.run_at, held_until = 0, error = given.error
+        FROM unnest(
+            CAST(:retry_ids AS bigint[]), CAST(:retry_attempts AS integer[]),
+            CAST(:retry_run_at AS bigint[]), CAST(:retry_errors AS text[])
+        ) AS given (id, attempts, run_at, error)
+        WHERE jobs.id = given.id AND jobs.attempts = given.attempts AND jobs.failed_at IS NULL
+        RETURNING jobs.kind, jobs.alone_key, jobs.at_once
+    ),
+    failed AS (
+        UPDATE jobs SET failed_at = given.failed_at, held_until = 0, error = given.error
+        FROM unnest(
+            CAST(:fail_ids AS bigint[]), CAST(:fail_attempts AS integer[]),
+            CAST(:fail_at AS bigint[]), CAST(:fail_errors AS text[])
+        ) AS given (id, attempts, failed_at, error)
+        WHERE jobs.id = given.id AND jobs.attempts = given.attempts AND jobs.failed_at IS NULL
+        RETURNING jobs.kind, jobs.alone_key, jobs.at_once
+    ),
+    limited AS (
+        SELECT DISTINCT kind FROM (
+            SELECT * FROM done UNION ALL SELECT * FROM retried UNION ALL SELECT * FROM failed
+        ) AS settled
+        WHERE {_LIMITED}
+    )
+    SELECT count(*) FROM limited, pg_notify('{_CHANNEL}', limited.kind)
     """
-    UPDATE jobs SET run_at = :run_at, held_until = 0, error = :error
+)
+
+_RENEW = text(
+    """
+    UPDATE jobs SET held_until = :until
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS integer[])) AS given (id, attempts)
+    WHERE jobs.id = given.id AND jobs.attempts = given.attempts
+    AND jobs.failed_at IS NULL AND jobs.held_until > 0
+    RETURNING jobs.id
+    """
+)
+
+# The kind's time only moves forward (a pause that ends before it ends with
+# it); then the job goes back as its claim found it, with its key again unless
+# a job pushed as it ran has the key now. A push of the key that commits
+# between the look and the write makes the index refuse it: the caller runs
+# the statement again, which then sees that job.
+_HOLD_BACK = text(
+    """
+    WITH kind_held AS (
+        INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
+        ON CONFLICT (kind) DO UPDATE SET
+            held_until = greatest(held_kinds.held_until, excluded.held_until),
+            paused = held_kinds.paused AND held_kinds.held_until >= excluded.held_until
+    )
+    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = (
+        SELECT CAST(:unique_key AS text) WHERE NOT EXISTS (
+            SELECT 1 FROM jobs AS waiting
+            WHERE waiting.kind = :kind AND waiting.unique_key = :unique_key
+        )
+    )
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
     """
 )
 
-_FAIL = text(
+_PAUSE = text(
     """
-    UPDATE jobs SET failed_at = :failed_at, held_until = 0, error = :error
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+    INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, true)
+    ON CONFLICT (kind) DO UPDATE SET held_until = excluded.held_until, paused = true
     """
 )
+
+_RESUME = text("DELETE FROM held_kinds WHERE kind = :kind AND paused")
+
+_PAUSED = text("SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now")
 
 _FAILED = text(
-    """
-    SELECT id, kind, payload, run_at, attempts, error, failed_at FROM jobs
+    f"""
+    SELECT {rows.COLUMNS} FROM jobs
     WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
     """
 )
@@ -115,33 +422,25 @@ _RUN_AGAIN = text(
     """
 )
 
-_PRUNE = text("DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before")
-
-# Runs only move forward: the upsert returns no row when this run, or a later
-# one, was pushed already, and then the insert has nothing to select from. One
-# statement, so the run is never kept without its job. Of pushes of one run at
-# once, the first to insert or move the row wins; the others wait for its lock,
-# then see the run where it is now and change nothing.
-_SCHEDULE = text(
+# The lock rows of keys no job has any more go with the failed jobs.
+_PRUNE = text(
     """
-    WITH run AS (
-        INSERT INTO schedules (name, run_at) VALUES (:name, :run_at)
-        ON CONFLICT (name) DO UPDATE SET run_at = excluded.run_at
-        WHERE schedules.run_at < excluded.run_at
-        RETURNING name
+    WITH unused AS (
+        DELETE FROM job_locks AS lock WHERE lock.alone_key <> '' AND NOT EXISTS (
+            SELECT 1 FROM jobs WHERE jobs.kind = lock.kind AND jobs.alone_key = lock.alone_key
+        )
+    ),
+    pruned AS (
+        DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before RETURNING 1
     )
-    INSERT INTO jobs (kind, payload, run_at)
-    SELECT :kind, :payload, :run_at FROM run
-    RETURNING id
+    SELECT count(*) FROM pruned
     """
 )
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
 
 # SQLSTATEs that mean another transaction was in the way: the database undid
 # this one, which may be run again as it was.
 _CONFLICT = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+_UNIQUE_VIOLATION = "23505"
 _LOCK_TIMEOUT = "55P03"  # lock_not_available: lock_timeout ran out
 # The server is going away or refuses connections for now.
 _UNAVAILABLE_PREFIXES = ("08", "57P")  # connection_exception, operator_intervention
@@ -151,6 +450,8 @@ _T = TypeVar("_T")
 
 # Compiles the statements once into psycopg's own SQL (see _Driver).
 _DIALECT = create_engine("postgresql+psycopg://").dialect  # connects to nothing
+
+_log = logging.getLogger("jobq")
 
 
 def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine:
@@ -177,7 +478,7 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
 
 
 class Jobs:
-    """The jobs table: a jobq Store, FailedStore and ScheduleStore.
+    """The jobs table: a jobq Store with every extra.
 
     ``Jobs(engine)`` runs each operation as a transaction of its own.
     ``jobs.bind(connection)`` runs them in the connection's open transaction,
@@ -191,63 +492,198 @@ class Jobs:
     def bind(self, connection: Connection) -> Jobs:
         """The same table, written through ``connection``'s transaction.
 
-        A push through it is kept as that transaction commits, or not at all.
-        The queue's workers can't see it before the commit: call ``queue.wake()``
-        after it, or the next poll finds the job.
+        A push through it is kept as that transaction commits, or not at all,
+        and wakes the queues that listen as it commits.
         """
         return Jobs(self._engine, _connection=connection)
 
+    # Store
+
     def push(self, job: Job) -> None:
-        job.id = str(self._run(lambda sql: sql.rows(_PUSH, _insert(job))[0][0]))
+        params = {**rows.insert(job), "unique_key": None}  # a plain push holds no key
+        job.id = str(self._run(lambda sql: sql.rows(_PUSH, params))[0][0])
 
     def claim(self, now: datetime, until: datetime) -> Job | None:
-        params = {"now": _ms(now), "until": _ms(until)}
-        rows = self._run(lambda sql: sql.rows(_CLAIM, params))
-        return _job(rows[0]) if rows else None
+        claimed = self.claim_many(now, until, 1)
+        return claimed[0] if claimed else None
 
     def done(self, job: Job) -> None:
-        params = {"id": int(job.id), "attempts": job.attempts}
-        self._run(lambda sql: sql.count(_DONE, params))
+        self.settle_many(done=(job,))
 
     def retry(self, job: Job) -> None:
-        params = {
-            "id": int(job.id),
-            "attempts": job.attempts,
-            "run_at": _ms(job.run_at),
-            "error": job.error,
-        }
-        self._run(lambda sql: sql.count(_RETRY, params))
+        self.settle_many(retry=(job,))
 
     def fail(self, job: Job) -> None:
-        job.failed_at = job.failed_at or datetime.now(UTC)
+        self.settle_many(fail=(job,))
+
+    # BatchStore
+
+    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
+        if most < 1:
+            return []
+        params = {"now": rows.ms(now), "until": rows.ms(until), "most": most}
+        found = self._run(lambda sql: sql.rows(_CLAIM, params))
+        claimed = [rows.job(row) for row in found if not row[-1]]
+        if len(claimed) < most and len(claimed) < len(found):
+            # A limited job may be due: the rest of the batch, under the locks.
+            params["most"] = most - len(claimed)
+            params["window"] = min(4 * params["most"] + 16, 1000)  # jobs
+            try:
+                claimed += self._run(lambda sql: self._claim_limited(sql, params))
+            except jobq.StoreError:
+                if not claimed:
+                    raise
+                # The jobs held above are the batch: returned, they run, where
+                # lost with the error they would wait out their hold.
+                _log.warning(
+                    "the claim of limited kinds failed; claimed without them", exc_info=True
+                )
+        claimed.sort(key=lambda job: (-job.priority, job.run_at, int(job.id)))
+        return claimed
+
+    def _claim_limited(self, sql: _Statements, params: dict[str, Any]) -> list[Job]:
+        with sql.transaction():
+            locked = sql.rows(_LOCK, params)
+            if not locked:
+                return []  # the limited jobs were claimed or settled meanwhile
+            keys = {"lock_kinds": [k for k, _ in locked], "lock_keys": [a for _, a in locked]}
+            return [rows.job(row) for row in sql.rows(_CLAIM_LIMITED, {**params, **keys})]
+
+    def settle_many(
+        self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
+    ) -> None:
+        if not (done or retry or fail):
+            return
+        for job in fail:
+            job.failed_at = job.failed_at or datetime.now(UTC)
         params = {
-            "id": int(job.id),
-            "attempts": job.attempts,
-            "failed_at": _ms(job.failed_at),
-            "error": job.error,
+            "done_ids": [int(j.id) for j in done],
+            "done_attempts": [j.attempts for j in done],
+            "retry_ids": [int(j.id) for j in retry],
+            "retry_attempts": [j.attempts for j in retry],
+            "retry_run_at": [rows.ms(j.run_at) for j in retry],
+            "retry_errors": [j.error for j in retry],
+            "fail_ids": [int(j.id) for j in fail],
+            "fail_attempts": [j.attempts for j in fail],
+            "fail_at": [rows.ms(j.failed_at) for j in fail if j.failed_at is not None],
+            "fail_errors": [j.error for j in fail],
         }
-        self._run(lambda sql: sql.count(_FAIL, params))
+        self._run(lambda sql: sql.rows(_SETTLE, params))
+
+    # RenewStore
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
+        if not jobs:
+            return []
+        params = {
+            "until": rows.ms(until),
+            "ids": [int(j.id) for j in jobs],
+            "attempts": [j.attempts for j in jobs],
+        }
+        return [str(row[0]) for row in self._run(lambda sql: sql.rows(_RENEW, params))]
+
+    # FailedStore
 
     def failed(self) -> list[Job]:
-        return [_job(row) for row in self._run(lambda sql: sql.rows(_FAILED, {}))]
+        return [rows.job(row) for row in self._run(lambda sql: sql.rows(_FAILED, {}))]
 
     def run_again(self, id: str, at: datetime) -> bool:
         if not id.isdecimal() or int(id) >= 2**63:
             return False  # not an ID this table gives out, so not one of its jobs
-        params = {"id": int(id), "run_at": _ms(at)}
+        params = {"id": int(id), "run_at": rows.ms(at)}
         return self._run(lambda sql: sql.count(_RUN_AGAIN, params)) > 0
 
+    # ScheduleStore
+
     def push_scheduled(self, schedule: str, job: Job) -> bool:
-        params = {"name": schedule, **_insert(job)}
-        rows = self._run(lambda sql: sql.rows(_SCHEDULE, params))
-        if not rows:
+        params = {"name": schedule, **rows.insert(job)}
+        found = self._run(lambda sql: sql.rows(_SCHEDULE, params))
+        if not found:
             return False
-        job.id = str(rows[0][0])
+        if found[0][0] is not None:
+            job.id = str(found[0][0])
         return True
+
+    # UniqueStore, LatestStore, OneAtATimeStore, AtOnceStore
+
+    def push_unique(self, job: Job) -> bool:
+        params = rows.insert(job)
+        for _ in range(100):
+            found = self._run(lambda sql: sql.rows(_PUSH_UNIQUE, params))
+            if not found:
+                # The job that turned this push away committed after the
+                # statement began: a new statement sees it, unless a claim
+                # took it since, and then the push goes in.
+                found = [(row[0], False) for row in self._run(lambda s: s.rows(_WAITING, params))]
+            if found:
+                job.id = str(found[0][0])
+                return bool(found[0][1])
+        raise jobq.StoreLocked(
+            "a push of a unique key met a job of that key 100 times, each claimed before it "
+            "could be read: claims of the kind are taking it as fast as it is pushed; push again"
+        )
+
+    def push_latest(self, job: Job) -> None:
+        params = rows.insert(job)
+        job.id = str(self._run(lambda sql: sql.rows(_PUSH_LATEST, params))[0][0])
+
+    def keeps_one_at_a_time(self) -> None:
+        """The claim passes over a job while a claim holds another of its kind and key."""
+
+    def keeps_at_once(self) -> None:
+        """The claim passes over a job while its kind holds as many as its limit."""
+
+    # HoldBackStore
+
+    def hold_back(self, job: Job, until: datetime) -> None:
+        params = {
+            "kind": job.kind,
+            "until": rows.ms(until),
+            "unique_key": job.key or None,
+            **rows.fence(job),
+        }
+        for last in (False, True):
+            try:
+                with self._savepoint():
+                    self._run(lambda sql: sql.count(_HOLD_BACK, params))
+                return
+            except jobq.StoreError as error:
+                if last or _sqlstate(error.__cause__) != _UNIQUE_VIOLATION:
+                    raise
+
+    # PauseStore
+
+    def pause(self, kind: str, until: datetime | None) -> None:
+        params = {"kind": kind, "until": _FOREVER if until is None else rows.ms(until)}
+        self._run(lambda sql: sql.count(_PAUSE, params))
+
+    def resume(self, kind: str) -> bool:
+        return self._run(lambda sql: sql.count(_RESUME, {"kind": kind})) > 0
+
+    def paused(self, now: datetime) -> dict[str, datetime | None]:
+        found = self._run(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
+        return {
+            kind: None if until == _FOREVER else rows.at(until) for kind, until in sorted(found)
+        }
+
+    # NotifyStore
+
+    def listen(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` from a thread of the store's soon after each push commits, anywhere.
+
+        The thread has a connection of its own, outside the engine's pool, that
+        LISTENs; a burst of pushes read together wakes once. A lost connection is
+        made again, after a wait that grows to 5 s, with one warning per attempt
+        that failed; after each new connection ``wake`` is called once, for the
+        pushes it may have missed. The function returned stops the thread.
+        """
+        listener = _Listener(self._engine.url.set(drivername="postgresql"), wake)
+        listener.start()
+        return listener.stop
 
     def prune(self, before: datetime) -> int:
         """Delete the jobs that failed for good before ``before``; say how many."""
-        return self._run(lambda sql: sql.count(_PRUNE, {"before": _ms(before)}))
+        return int(self._run(lambda sql: sql.rows(_PRUNE, {"before": rows.ms(before)}))[0][0])
 
     def _run(self, work: Callable[[_Statements], _T]) -> _T:
         """Run ``work``: in the bound connection's transaction, or as statements of their own.
@@ -258,7 +694,7 @@ class Jobs:
         """
         if self._connection is not None:
             with _translated():
-                return work(_Through(self._connection))
+                return work(_Bound(self._connection))
         for last in (False, True):
             try:
                 with _translated(), self._autocommit() as sql:
@@ -268,8 +704,16 @@ class Jobs:
                     raise
         raise AssertionError("unreachable")
 
+    def _savepoint(self) -> AbstractContextManager[Any]:
+        """In the app's transaction, a savepoint, so that a statement the caller runs again
+        after an error does not lose the transaction; on our own, nothing."""
+        if self._connection is None:
+            return nullcontext()
+        with _translated():
+            return self._connection.begin_nested()
+
     @contextmanager
-    def _autocommit(self) -> Iterator[_Statements]:
+    def _autocommit(self) -> Iterator[_Driver]:
         """psycopg's connection, from the engine's pool, in autocommit while we have it.
 
         Every operation is one statement, which autocommit makes a transaction of
@@ -294,10 +738,8 @@ class Jobs:
             raw.close()
 
 
-class _Statements(Protocol):
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]: ...
-
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int: ...
+class _Statements(rows.Statements, Protocol):
+    def transaction(self) -> AbstractContextManager[Any]: ...
 
 
 class _Driver:
@@ -317,23 +759,99 @@ class _Driver:
     def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
         return self._connection.execute(_driver_sql(statement), params).rowcount
 
+    def transaction(self) -> AbstractContextManager[Any]:
+        """BEGIN ... COMMIT around the block (ROLLBACK on an error), in autocommit mode."""
+        return self._connection.transaction()
 
-class _Through:
-    """Statements through a SQLAlchemy connection, in the transaction the app holds."""
 
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
+class _Bound(rows.Through):
+    """Statements through the app's connection: already in its transaction."""
 
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in self._connection.execute(statement, params)]
-
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        return self._connection.execute(statement, params).rowcount
+    def transaction(self) -> AbstractContextManager[Any]:
+        return nullcontext()
 
 
 @functools.cache
 def _driver_sql(statement: TextClause) -> LiteralString:
     return str(statement.compile(dialect=_DIALECT))
+
+
+class _Listener:
+    """A thread that LISTENs on its own connection and wakes the queue on each NOTIFY.
+
+    It waits on the connection's socket and on a pipe of its own, so that
+    ``stop`` ends it at once rather than at a timeout.
+    """
+
+    _BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)  # seconds between attempts to connect again
+
+    def __init__(self, url: Any, wake: Callable[[], None]) -> None:
+        self._conninfo = url.render_as_string(hide_password=False)
+        self._wake = wake
+        self._stopping = threading.Event()
+        self._read, self._write = os.pipe()
+        self._thread = threading.Thread(target=self._listen, name="jobq-listen", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        os.write(self._write, b"x")
+        self._thread.join(timeout=10)
+        os.close(self._write)
+        os.close(self._read)
+
+    def _listen(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {_CHANNEL}")
+                    failures = 0
+                    self._call_wake()  # for what was pushed while there was no connection
+                    self._wait_for_notifies(conn)
+            except psycopg.Error as error:
+                if self._stopping.is_set():
+                    return
+                wait = self._BACKOFF[min(failures, len(self._BACKOFF) - 1)]
+                failures += 1
+                _log.warning(
+                    "the listener for pushes lost its database connection (%s); "
+                    "connecting again in %.1f s, and the queue polls meanwhile",
+                    _said(error),
+                    wait,
+                )
+                if self._sleep(wait):
+                    return
+
+    def _wait_for_notifies(self, conn: psycopg.Connection[Any]) -> None:
+        pgconn = conn.pgconn
+        while True:
+            ready, _, _ = select.select([pgconn.socket, self._read], [], [])
+            if self._read in ready:
+                return
+            pgconn.consume_input()  # raises once the server has gone
+            if pgconn.status != psycopg.pq.ConnStatus.OK:
+                raise psycopg.OperationalError("the connection to the server was closed")
+            woken = False
+            while pgconn.notifies() is not None:
+                woken = True  # a burst read together wakes the queue once
+            if woken:
+                self._call_wake()
+
+    def _call_wake(self) -> None:
+        try:
+            self._wake()
+        except Exception:
+            _log.exception("waking the queue after a push failed")
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait ``seconds`` or until stopped; say whether stopped."""
+        ready, _, _ = select.select([self._read], [], [], seconds)
+        return bool(ready)
 
 
 @contextmanager
@@ -392,34 +910,3 @@ def _said(error: BaseException | None) -> str:
     diag = getattr(error, "diag", None)
     message = getattr(diag, "message_primary", None) or str(error)
     return " ".join(message.split())
-
-
-def _ms(at: datetime) -> int:
-    """``at`` in Unix milliseconds, in integers so that no float rounds it."""
-    if at.utcoffset() is None:
-        raise ValueError(
-            f"{at!r} has no time zone: give an aware datetime, such as datetime.now(UTC)"
-        )
-    return (at - _EPOCH) // _MS
-
-
-def _at(ms: int) -> datetime:
-    return _EPOCH + ms * _MS
-
-
-def _insert(job: Job) -> dict[str, Any]:
-    return {"kind": job.kind, "payload": job.payload, "run_at": _ms(job.run_at)}
-
-
-def _job(row: tuple[Any, ...]) -> Job:
-    """A job from its columns: id, kind, payload, run_at, attempts, error[, failed_at]."""
-    failed_at = row[6] if len(row) > 6 else None
-    return Job(
-        kind=row[1],
-        payload=row[2],
-        run_at=_at(row[3]),
-        id=str(row[0]),
-        attempts=row[4],
-        error=row[5],
-        failed_at=None if failed_at is None else _at(failed_at),
-    )

@@ -46,9 +46,13 @@ mysql = _load(ROOT / "template/_stores/mysql.py", "jobs_db_mysql")
 MODULES = {"postgres": postgres, "mysql": mysql}
 
 
-def _migration(db: str) -> ModuleType:
-    [path] = sorted((ROOT / "template/_migrations" / db).glob("0001_*.py"))
-    return _load(path, f"migration_{db}")
+def _migrations(db: str) -> list[ModuleType]:
+    """The template's migrations of ``db``, 0001_jobs, 0002_jobs, ..., in the order they run."""
+    paths = sorted((ROOT / "template/_migrations" / db).glob("[0-9][0-9][0-9][0-9]_*.py"))
+    migrations = [_load(path, f"migration_{db}_{path.stem}") for path in paths]
+    # Each revises the one before it, as Alembic will run them.
+    assert [m.down_revision for m in migrations] == [None] + [m.revision for m in migrations[:-1]]
+    return migrations
 
 
 def _create(engine: sa.Engine, module: ModuleType) -> None:
@@ -92,9 +96,9 @@ class _Committing:
         self._jobs, self._engine = jobs, engine
 
     def __getattr__(self, name: str) -> Any:
-        def call(*args: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
             with self._engine.begin() as conn:
-                return getattr(self._jobs.bind(conn), name)(*args)
+                return getattr(self._jobs.bind(conn), name)(*args, **kwargs)
 
         return call
 
@@ -118,38 +122,26 @@ def test_the_migration_makes_what_the_store_expects(
     server = request.getfixturevalue("postgres_url" if name == "postgres" else "mysql_url")
     from dbfixtures import fresh_database
 
-    migration = _migration(name)
+    migrations = _migrations(name)
     with fresh_database(server, "migrated") as url:
         migrated = module.make_engine(url)
         try:
-            with migrated.begin() as conn:
-                ctx = MigrationContext.configure(conn)
-                with Operations.context(ctx):
+            # Each in a transaction of its own, as `./myapp migrate` runs them.
+            for migration in migrations:
+                with migrated.begin() as conn, Operations.context(MigrationContext.configure(conn)):
                     migration.upgrade()
             assert _shape(migrated) == _shape(from_schema)
-            with migrated.begin() as conn, Operations.context(MigrationContext.configure(conn)):
-                migration.downgrade()
+            # Down again, the last first: each undoes what it made, the first all.
+            for migration in reversed(migrations):
+                with migrated.begin() as conn, Operations.context(MigrationContext.configure(conn)):
+                    migration.downgrade()
             assert sa.inspect(migrated).get_table_names() == []
         finally:
             migrated.dispose()
 
 
-def _shape(engine: sa.Engine) -> dict[str, Any]:
-    inspector = sa.inspect(engine)
-    shape: dict[str, Any] = {}
-    for table in sorted(inspector.get_table_names()):
-        shape[table] = {
-            "columns": [
-                (c["name"], str(c["type"]), c["nullable"], str(c.get("default")))
-                for c in inspector.get_columns(table)
-            ],
-            "pk": inspector.get_pk_constraint(table)["constrained_columns"],
-            "indexes": sorted(
-                (i["name"], tuple(i["column_names"]), str(i.get("dialect_options")))
-                for i in inspector.get_indexes(table)
-            ),
-        }
-    return shape
+# The one comparison of schemas, which the rendered apps' tests/test_schema.py runs too.
+_shape = _load(ROOT / "template/tests/schema_shape.py", "schema_shape").shape
 
 
 def test_a_push_in_the_apps_transaction_is_kept_with_it_or_not_at_all(

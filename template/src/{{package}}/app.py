@@ -59,7 +59,7 @@ def make_app(
     *,
     workers: int | None = None,
     poll: float = 5.0,  # seconds between looks for jobs other instances pushed
-    busy_timeout: float = 5.0,  # seconds a SQLite write waits for another's lock
+    busy_timeout: float = 5.0,  # seconds a write waits for a lock another transaction holds
     observe: Callable[[jobq.Ran], None] | None = None,
 ) -> App:
     """The app on the database at ``url`` (DATABASE_URL by default)."""

@@ -1,4 +1,4 @@
-"""The app's commands: serve, migrate, and jobs, which lists the failed jobs and runs them again.
+"""The app's commands: serve, migrate, sign-up, and jobs, which pushes, runs and lists jobs.
 
 Run them as ./APP in the app's folder (like Django's manage.py), or as the
 console script the app installs.
@@ -19,10 +19,11 @@ from alembic.util import CommandError
 from sqlalchemy import exc
 from sqlalchemy.engine import make_url
 
-from . import settings
+from . import settings, web
 from .app import make_app
 from .kinds import KEEP_FAILED
 from .migrate import migrate as run_migrations
+from .web import QueueDied
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -30,13 +31,21 @@ if TYPE_CHECKING:
 NAME = settings.APP_NAME
 
 cli = typer.Typer(
-    help=f"{NAME}: the web app, its migrations and its background jobs.",
+    help=(
+        f"{NAME}: the web app, its migrations and its background jobs. Every command "
+        f"works on the database that DATABASE_URL names (by default "
+        f"{settings.DEFAULT_DATABASE_URL})."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 jobs_cli = typer.Typer(
-    help="The jobs that failed for good: list them, run them again, prune them.",
+    help=(
+        "The app's jobs. With no command, list the jobs that failed for good; "
+        "retry runs them again, prune deletes the old ones, push adds a job of one "
+        "of the app's kinds, and run-due runs what is due now."
+    ),
     add_completion=False,
 )
 cli.add_typer(jobs_cli, name="jobs")
@@ -47,7 +56,7 @@ def clear_errors() -> Iterator[None]:
     """A database or setup error as one line and exit status 1, rather than a traceback."""
     try:
         yield
-    except (jobq.JobqError, CommandError) as e:
+    except (jobq.JobqError, CommandError, QueueDied) as e:
         _exit(str(e))
     except exc.DBAPIError as e:
         _exit(str(e.orig))
@@ -66,21 +75,21 @@ def serve(
     host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="The port to listen on.")] = 8000,
 ) -> None:
-    """Serve the web app, with QUEUE_WORKERS (4 by default; 0: none) running jobs beside it."""
-    import uvicorn
+    """Serve the web app on DATABASE_URL's database, with QUEUE_WORKERS running jobs beside it.
 
-    from .web import make_asgi
-
+    QUEUE_WORKERS is 4 by default; 0 for an instance that only pushes. If the
+    queue dies while the server serves, the server stops and exits with status 1.
+    """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with clear_errors():
         app = make_app()
-    with app:
-        uvicorn.run(make_asgi(app), host=host, port=port)
+    with app, clear_errors():
+        web.serve(app, host=host, port=port)
 
 
 @cli.command()
 def migrate() -> None:
-    """Make or update the database's tables (alembic upgrade heads)."""
+    """Make or update the tables of DATABASE_URL's database (alembic upgrade heads)."""
     url = settings.database_url()
     with clear_errors():
         heads = run_migrations(url)

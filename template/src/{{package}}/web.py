@@ -14,7 +14,7 @@ from starlette.routing import Route
 from .kinds import WelcomeMail
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
 
     from starlette.requests import Request
     from starlette.responses import Response
@@ -22,8 +22,43 @@ if TYPE_CHECKING:
     from .app import App
 
 
-def make_asgi(app: App) -> Starlette:
-    """The ASGI app; its lifespan starts the queue with the server and stops it with it."""
+class QueueDied(Exception):
+    """The queue stopped with an error while the server served, and the server stopped with it."""
+
+
+def serve(app: App, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Serve ``app`` with uvicorn until a signal stops it (Ctrl-C, SIGTERM) or its queue dies.
+
+    A queue that dies (a schedule whose ``next_after`` raises, say) stops the
+    server at once, and this raises QueueDied: an app serving requests with no
+    one to run their jobs would look healthy while its jobs pile up, so it
+    ends, and whatever runs it (systemd, Kubernetes, a shell) sees it fail.
+    """
+    import uvicorn  # here: the other commands need none of it
+
+    died: list[BaseException] = []
+
+    def queue_died(error: BaseException) -> None:
+        died.append(error)
+        server.should_exit = True  # as SIGTERM does: stop serving, then the lifespan's end
+
+    server = uvicorn.Server(uvicorn.Config(make_asgi(app, queue_died=queue_died), host, port))
+    server.run()
+    if died:
+        error = died[0]
+        raise QueueDied(
+            f"the job queue stopped with an error, and the server with it: "
+            f"{type(error).__name__}: {error} (its traceback is in the log above)"
+        ) from error
+
+
+def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = None) -> Starlette:
+    """The ASGI app; its lifespan starts the queue with the server and stops it with it.
+
+    ``queue_died`` is called, in the server's event loop, when the queue stops
+    with an error while the server serves; ``serve`` stops the server then.
+    Without it (as under a test client) the error is raised as the lifespan ends.
+    """
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -31,12 +66,22 @@ def make_asgi(app: App) -> Starlette:
             yield  # this instance only pushes
             return
         running = asyncio.create_task(app.queue.run(), name="jobq")
+
+        def ended(task: asyncio.Task[None]) -> None:
+            error = None if task.cancelled() else task.exception()
+            if error is not None and queue_died is not None:
+                queue_died(error)
+
+        running.add_done_callback(ended)
         try:
             yield
         finally:
             # Running jobs get the queue's grace to finish; the rest go back, due at once.
             app.queue.stop()
-            await running
+            if queue_died is None:
+                await running  # raises the queue's error, if it died
+            else:
+                await asyncio.wait([running])  # its error went to queue_died as it died
 
     async def home(_: Request) -> Response:
         return PlainTextResponse(

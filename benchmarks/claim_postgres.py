@@ -1,0 +1,156 @@
+"""What a claim costs on a Postgres jobs table with 100 jobs, and with 1,000,000; pushes and cycles.
+
+Runs the template's Postgres store (template/_stores/postgres.py, the rendered
+app's jobs_db.py) on a database of its own on the server JOBQ_TEST_POSTGRES_URL
+names (scripts/dbservers.py exports it):
+
+    python benchmarks/claim_postgres.py [--big 1000000] [--jobs 2000]
+
+For each size, the table holds that many jobs that no claim may take (due
+later, or failed for good; half each), or that many due jobs, and the timed
+loop claims --jobs due jobs in front of them, one at a time and 10 at a time.
+A claim that reads only the due index costs about the same at both sizes (the
+ratios printed should stay under 1.5); one that scanned the table would cost
+thousands of times more. It prints the claim's plan, which must read jobs_due.
+Then pushes one at a time (per second), and a cycle of claim_many(10) and
+settle_many of the batch (jobs per second).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+
+import sqlalchemy as sa
+from jobq import Job
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from dbfixtures import fresh_database  # noqa: E402
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+HOLD = timedelta(minutes=5)
+
+
+def _store() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("jobs_db", ROOT / "template/_stores/postgres.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pg = _store()
+
+
+def fill(engine: sa.Engine, n: int, due: bool) -> None:
+    """``n`` jobs behind the timed ones: all due (after them), or none a claim at NOW may take."""
+    now = pg.rows.ms(NOW)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM jobs")
+        if due:
+            conn.exec_driver_sql(
+                f"INSERT INTO jobs (kind, payload, run_at) "
+                f"SELECT 'kind-' || mod(i, 7), '{{}}', {now} - 1000 + mod(i, 500) "
+                f"FROM generate_series(1, {n}) AS i"
+            )
+        else:
+            conn.exec_driver_sql(
+                f"INSERT INTO jobs (kind, payload, run_at, failed_at) "
+                f"SELECT 'kind-' || mod(i, 7), '{{}}', {now} + 86400000 + i, "
+                f"CASE WHEN mod(i, 2) = 1 THEN {now} - 86400000 END "
+                f"FROM generate_series(1, {n}) AS i"
+            )
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("VACUUM ANALYZE jobs")
+
+
+def timed_claims(jobs: pg.Jobs, n: int, most: int) -> list[float]:
+    """Push n due jobs ahead of the rest (higher priority), then claim them, ``most`` a claim."""
+    for i in range(n):
+        jobs.push(Job(kind="welcome", payload=f'{{"user":{i}}}', run_at=NOW, priority=1))
+    took = []
+    for _ in range(n // most):
+        started = time.perf_counter()
+        got = jobs.claim_many(NOW, NOW + HOLD, most) if most > 1 else [jobs.claim(NOW, NOW + HOLD)]
+        took.append(time.perf_counter() - started)
+        assert len(got) == most
+        assert got[0] is not None
+        assert got[0].kind == "welcome"
+        jobs.settle_many(done=got)
+    return took
+
+
+def plan(engine: sa.Engine) -> str:
+    sql = str(pg._driver_sql(pg._CLAIM))
+    for name, value in (("now", pg.rows.ms(NOW)), ("until", pg.rows.ms(NOW + HOLD)), ("most", 10)):
+        sql = sql.replace(f"%({name})s", str(value))
+    with engine.connect() as conn:
+        return "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + sql))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--big", type=int, default=1_000_000, help="jobs in the big table")
+    parser.add_argument("--jobs", type=int, default=2000, help="due jobs claimed at each size")
+    args = parser.parse_args()
+    server = os.environ.get("JOBQ_TEST_POSTGRES_URL")
+    if not server:
+        sys.exit("JOBQ_TEST_POSTGRES_URL is not set: run through scripts/dbservers.py run -- ...")
+    with fresh_database(server, "bench_claim") as url:
+        engine = pg.make_engine(url, pool_size=1, max_overflow=0)
+        with engine.begin() as conn:
+            for statement in pg.SCHEMA:
+                conn.exec_driver_sql(statement)
+        jobs = pg.Jobs(engine)
+        medians: dict[tuple[str, int, int], float] = {}
+        for due in (False, True):
+            what = "due" if due else "waiting/failed"
+            for size in (100, args.big):
+                fill(engine, size, due)
+                for most in (1, 10):
+                    took = timed_claims(jobs, args.jobs, most)
+                    medians[(what, size, most)] = statistics.median(took)
+                    print(
+                        f"claim_many({most:2}) with {size:>9,} {what:>14} jobs behind: "
+                        f"median {statistics.median(took) * 1e6:7.0f} us"
+                    )
+                if size == args.big and not due:
+                    shown = plan(engine)
+                    print(shown)
+                    assert "jobs_due" in shown, "the claim does not read jobs_due"
+        for what in ("waiting/failed", "due"):
+            for most in (1, 10):
+                ratio = medians[(what, args.big, most)] / medians[(what, 100, most)]
+                print(f"ratio {args.big:,}/100 {what:>14}, claim_many({most:2}): {ratio:.2f}x")
+        fill(engine, 0, False)
+
+        n = args.jobs * 2
+        started = time.perf_counter()
+        for i in range(n):
+            jobs.push(Job(kind="welcome", payload=f'{{"user":{i}}}', run_at=NOW))
+        pushes = n / (time.perf_counter() - started)
+        print(f"push, one a call: {pushes:,.0f}/s")
+
+        started = time.perf_counter()
+        ran = 0
+        while got := jobs.claim_many(NOW, NOW + HOLD, 10):
+            jobs.settle_many(done=got)
+            ran += len(got)
+        cycle = ran / (time.perf_counter() - started)
+        assert ran == n
+        print(f"cycle of claim_many(10) + settle_many: {cycle:,.0f} jobs/s")
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    main()
