@@ -122,13 +122,16 @@ class LatestStorePromises:
                 return [pushed.id]
 
             got, *pushes = at_once(4, race)
-            assert got == [waiting.id], "the claim took the job that waited"
+            # A store with many writers may pass over a row a push is moving at that
+            # instant (SKIP LOCKED), as it passes over any row another transaction
+            # holds: the claim then takes nothing, and the job still waits.
+            assert got in ([waiting.id], []), "the claim took the job that waited, or none"
             new = {id for [id] in pushes} - {waiting.id}
             assert len(new) <= 1, (
                 f"latest pushes of one key made {len(new)} jobs: one waits at a time"
             )
             left = drain(store, at(1))
-            assert [j.id for j in left] == list(new), (
+            assert [j.id for j in left] == (list(new) if got else [waiting.id]), (
                 "the jobs kept are the claimed one and what the pushes said"
             )
 
