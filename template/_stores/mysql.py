@@ -241,9 +241,14 @@ _FAIL = text(
 )
 
 # The same for many jobs, one statement each, in one transaction. `id IN` lets
-# the server read the rows by their key; the pairs are the fence.
+# the server read the rows by their key; the pairs are the fence. FORCE INDEX
+# (PRIMARY): left to choose, the server may read them through jobs_due (by
+# failed_at IS NULL) or jobs_held, locking that index's entries first, in its
+# order, and deadlock with a settle that locks by key. (A DELETE takes an index
+# hint only in its many-table form.)
 _DONE_MANY = text(
-    "DELETE FROM jobs WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL"
+    "DELETE jobs FROM jobs FORCE INDEX (PRIMARY) "
+    "WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL"
 )
 
 # Each retry and fail has values of its own: a JSON array of them, as a table.
@@ -256,7 +261,8 @@ _SETTLES = """
 
 _RETRY_MANY = text(
     f"""
-    UPDATE jobs JOIN {_SETTLES} ON jobs.id = settle.id AND jobs.attempts = settle.attempts
+    UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
+        ON jobs.id = settle.id AND jobs.attempts = settle.attempts
     SET jobs.run_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
     WHERE jobs.failed_at IS NULL
     """
@@ -264,7 +270,8 @@ _RETRY_MANY = text(
 
 _FAIL_MANY = text(
     f"""
-    UPDATE jobs JOIN {_SETTLES} ON jobs.id = settle.id AND jobs.attempts = settle.attempts
+    UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
+        ON jobs.id = settle.id AND jobs.attempts = settle.attempts
     SET jobs.failed_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
     WHERE jobs.failed_at IS NULL
     """
@@ -272,10 +279,10 @@ _FAIL_MANY = text(
 
 # A renewal changes only jobs that their claims still hold: not done, failed,
 # put back (held_until 0) nor taken by a later claim (attempts). Then it reads
-# which it renewed, as there is no RETURNING.
+# which it renewed, as there is no RETURNING. By key, as the settles.
 _RENEW = text(
     """
-    UPDATE jobs SET held_until = :until
+    UPDATE jobs FORCE INDEX (PRIMARY) SET held_until = :until
     WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0
     """
 )
@@ -623,6 +630,8 @@ class Jobs:
         for _ in range(_PASSES):
             if len(claimed) >= most:
                 break
+            if self._connection is None:
+                passed.locked.clear()  # the pass before committed, letting its lock rows go
             got, again = self._run(
                 functools.partial(
                     _claim_once, now=now, until=until, most=most - len(claimed), passed=passed
@@ -742,12 +751,15 @@ class _Passed:
     """What a batch claim met and could not take, which its next pass passes over.
 
     A job's (kind, key) when a held job has its key, or the batch took one of
-    it already; a kind when its at-once limit is reached.
+    it already; a kind when its at-once limit is reached. And the lock rows the
+    transaction holds: in the app's transaction, every pass runs in one, and
+    a pass may only take rows past those, in their one order.
     """
 
     def __init__(self) -> None:
         self.keys: set[tuple[str, str]] = set()
         self.kinds: set[str] = set()
+        self.locked: set[tuple[str, str]] = set()
 
     def params(self) -> dict[str, Any]:
         params: dict[str, Any] = {}
@@ -781,6 +793,13 @@ def _claim_once(
             {(row[1], "") for row in limited if row[9] is not None}
             | {(row[1], row[8]) for row in limited if row[8] is not None}
         )
+        new = set(locks) - passed.locked
+        if new and passed.locked and min(new) < max(passed.locked):
+            # Out of order, it could wait in a circle with another claim: the
+            # batch settles for what it has, and the jobs' row locks go as the
+            # transaction ends.
+            return [], False
+        passed.locked.update(locks)
         lock_params: dict[str, Any] = {}
         for i, (kind, key) in enumerate(locks):
             lock_params[f"lk{i}"], lock_params[f"la{i}"] = kind, key
