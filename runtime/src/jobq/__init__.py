@@ -23,6 +23,7 @@ from jobq.limiter import Limiter
 from jobq.queue import Queue
 from jobq.runner import current_job
 from jobq.schedule import Cron, Every, Schedule
+from jobq.stats import KindStats
 from jobq.store import (
     AtOnceStore,
     BatchStore,
@@ -35,6 +36,7 @@ from jobq.store import (
     PauseStore,
     RenewStore,
     ScheduleStore,
+    StatsStore,
     Store,
     UniqueStore,
 )
@@ -54,6 +56,7 @@ __all__ = [
     "Job",
     "JobqError",
     "Kind",
+    "KindStats",
     "LatestStore",
     "Limiter",
     "NotifyStore",
@@ -66,6 +69,7 @@ __all__ = [
     "RenewStore",
     "Schedule",
     "ScheduleStore",
+    "StatsStore",
     "Store",
     "StoreError",
     "StoreLocked",

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from jobq.job import Job
+from jobq.stats import KindStats
 
 __all__ = [
     "AtOnceStore",
@@ -29,6 +30,7 @@ __all__ = [
     "PauseStore",
     "RenewStore",
     "ScheduleStore",
+    "StatsStore",
     "Store",
     "UniqueStore",
 ]
@@ -268,5 +270,21 @@ class NotifyStore(Store, Protocol):
         On any instance, through any connection, in the app's transaction too.
         Returns a function that stops listening. A lost connection is made
         again by the store; meanwhile the queue's poll finds what was pushed.
+        """
+        ...
+
+
+@runtime_checkable
+class StatsStore(Store, Protocol):
+    """A Store that counts its jobs by kind and state, for an operator to read."""
+
+    def stats(self, now: datetime) -> list[KindStats]:
+        """Each kind that has a job, with its jobs counted by state at ``now``; sorted by kind.
+
+        A job is in one state of ``KindStats``: failed, running (a claim's hold
+        lasts past ``now``), due (``run_at`` at or before ``now``, whatever
+        pauses, hold-backs or limits keep it waiting) or later. A kind whose
+        jobs are all gone is not listed. The counts are one reading of the
+        store, as of one moment; the SQL stores read them with one query.
         """
         ...
