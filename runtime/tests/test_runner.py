@@ -218,3 +218,51 @@ async def test_a_queue_waits_for_the_store_in_a_thread_never_on_the_loop(
     assert claims
     assert loop_thread not in claims
     assert datetime.now(UTC)  # the queue stopped cleanly
+
+
+async def test_a_job_whose_worker_was_lost_in_its_last_attempt_fails_for_good_unrun(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store)
+    ran: list[int] = []
+    failed: list[BaseException] = []
+
+    def note(job: int, error: BaseException) -> None:
+        failed.append(error)
+
+    @q.kind("charge", attempts=2, on_fail=note)
+    async def charge(job: int) -> None:
+        ran.append(job)
+
+    long_ago = datetime.now(UTC) - timedelta(hours=1)
+    charge.push_at(long_ago, 7)
+    # Two claims whose workers were lost: each hold ran out, an hour ago.
+    for lost in range(2):
+        at = long_ago + timedelta(minutes=2 * lost)
+        claimed = store.claim(at, at + timedelta(minutes=1))
+        assert claimed is not None
+        assert claimed.attempts == lost + 1
+    assert await q.adrain() == 0, "a job is never run past its attempts"
+    assert ran == []
+    [job] = store.failed()
+    assert job.error is not None
+    assert job.error.startswith("its worker was lost during its last attempt (2 of 2)")
+    assert [type(e) for e in failed] == [jobq.Permanent], "on_fail is told, with the value"
+
+
+async def test_a_job_whose_worker_was_lost_before_its_last_attempt_runs_again(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store)
+    ran: list[int] = []
+
+    @q.kind("charge", attempts=2)
+    async def charge(job: int) -> None:
+        ran.append(job)
+
+    long_ago = datetime.now(UTC) - timedelta(hours=1)
+    charge.push_at(long_ago, 7)
+    assert store.claim(long_ago, long_ago + timedelta(minutes=1)) is not None
+    assert await q.adrain() == 1
+    assert ran == [7], "its last attempt runs"
+    assert store.failed() == []

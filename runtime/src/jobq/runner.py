@@ -459,6 +459,13 @@ class Runner:
             )
             await self._finish(attempt)
             return True
+        if job.attempts > kind.options.attempts:
+            # The claim before this one was its last attempt, and its worker
+            # was lost with it (killed, or cut off past its hold): as River and
+            # Oban do, it fails for good rather than run past its attempts.
+            attempt.error = Permanent(_lost(job, kind.options.attempts))
+            await self._finish(attempt)
+            return False
         started = time.monotonic()
         _current.set(replace(job))  # this task's own context: each job runs in its own
         thread: asyncio.Future[Any] | None = None
@@ -705,6 +712,15 @@ class Runner:
             observe(ran)
         except Exception as e:
             say(logging.ERROR, "observe failed", trace=e, kind=ran.kind, err=e)
+
+
+def _lost(job: Job, attempts: int) -> str:
+    """Why a job claimed past its last attempt fails for good, and what its attempt before said."""
+    text = (
+        f"its worker was lost during its last attempt ({attempts} of {attempts}): the instance "
+        f"stopped, or the job ran past its hold, before it finished"
+    )
+    return text if job.error is None else f"{text}; the attempt before it: {job.error}"
 
 
 def _describe(error: BaseException) -> str:
