@@ -74,6 +74,7 @@ _EXTRAS = [
     jobq.PauseStore,
     jobq.RenewStore,
     jobq.ScheduleStore,
+    jobq.StatsStore,
     jobq.UniqueStore,
 ]
 

@@ -27,6 +27,7 @@ class TestMemoryStore(StoreSuite):
         jobq.PauseStore,
         jobq.RenewStore,
         jobq.ScheduleStore,
+        jobq.StatsStore,
         jobq.UniqueStore,
     ],
     ids=lambda extra: extra.__name__,

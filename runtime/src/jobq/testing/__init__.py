@@ -17,11 +17,11 @@ made of one mixin a family, for a store that wants only some: StorePromises,
 FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
 LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
 HoldBackStorePromises, PauseStorePromises, BatchStorePromises,
-RenewStorePromises and CarryStorePromises. Its times are fixed, whole
-milliseconds, far from now, so that no store passes by reading its own clock;
-its concurrency tests race threads (``at_once``), claiming one job at a time
-and, for a BatchStore, with ``claim_many`` too. Every assertion's message says
-the promise it checks.
+RenewStorePromises, CarryStorePromises and StatsStorePromises. Its times
+are fixed, whole milliseconds, far from now, so that no store passes by
+reading its own clock; its concurrency tests race threads (``at_once``),
+claiming one job at a time and, for a BatchStore, with ``claim_many`` too.
+Every assertion's message says the promise it checks.
 
 A store bound to the app's own transaction (for a push inside a request's
 transaction) is checked with ``InTransaction``, which runs each call in a
@@ -56,6 +56,7 @@ from jobq.testing._one_at_a_time import OneAtATimeStorePromises
 from jobq.testing._pause import PauseStorePromises
 from jobq.testing._renew import RenewStorePromises
 from jobq.testing._schedule import ScheduleStorePromises
+from jobq.testing._stats import StatsStorePromises
 from jobq.testing._store import StorePromises
 from jobq.testing._support import at_once
 from jobq.testing._transaction import InTransaction
@@ -75,6 +76,7 @@ __all__ = [
     "PauseStorePromises",
     "RenewStorePromises",
     "ScheduleStorePromises",
+    "StatsStorePromises",
     "StorePromises",
     "StoreSuite",
     "UniqueStorePromises",
@@ -95,5 +97,6 @@ class StoreSuite(
     BatchStorePromises,
     RenewStorePromises,
     CarryStorePromises,
+    StatsStorePromises,
 ):
     """Every promise of the Store contract and its extras, for one store."""

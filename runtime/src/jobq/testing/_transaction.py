@@ -32,6 +32,7 @@ _EXTRAS = (
     "resume",
     "run_again",
     "settle_many",
+    "stats",
 )
 
 

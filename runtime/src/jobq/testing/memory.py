@@ -5,11 +5,13 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from jobq.job import Job
+from jobq.stats import KindStats
 
 __all__ = ["MemoryStore"]
 
@@ -218,6 +220,38 @@ class MemoryStore:
     def paused(self, now: datetime) -> dict[str, datetime | None]:
         with self._lock:
             return {k: u for k, u in self._paused.items() if u is None or u > now}
+
+    # StatsStore
+
+    def stats(self, now: datetime) -> list[KindStats]:
+        # Every job read once, in the lock: O(n), as the SQL stores' one scan is.
+        counts: dict[str, Counter[str]] = {}
+        oldest: dict[str, datetime] = {}
+        with self._lock:
+            for row in self._rows.values():
+                job = row.job
+                of_kind = counts.setdefault(job.kind, Counter())
+                if job.failed_at is not None:
+                    of_kind["failed"] += 1
+                elif _holds(row, now):
+                    of_kind["running"] += 1
+                elif job.run_at <= now:
+                    of_kind["due"] += 1
+                    if job.kind not in oldest or job.run_at < oldest[job.kind]:
+                        oldest[job.kind] = job.run_at
+                else:
+                    of_kind["later"] += 1
+        return [
+            KindStats(
+                kind,
+                due=counts[kind]["due"],
+                later=counts[kind]["later"],
+                running=counts[kind]["running"],
+                failed=counts[kind]["failed"],
+                oldest_due=oldest.get(kind),
+            )
+            for kind in sorted(counts)
+        ]
 
     # inside the lock
 
