@@ -23,6 +23,7 @@ class _Row:
     held_until: datetime | None = None  # set while a claim has the job (its hold may have run out)
     gen: int = 0  # bumped at every change of state, so that the heaps' older entries are skipped
     unique: bool = False  # the job's key is the waiting one of its kind (push_unique's)
+    found_unique: bool = False  # the latest claim found the job waiting with its key
     alone: bool = field(init=False)  # kept one at a time with its kind and key
 
     def __post_init__(self) -> None:
@@ -202,7 +203,8 @@ class MemoryStore:
             self._let_go(row)
             row.job.attempts -= 1
             key = (row.job.kind, row.job.key)
-            if row.job.key and key not in self._unique:
+            # As its claim found it: a job retried, or whose hold ran out, waited keyless.
+            if row.found_unique and key not in self._unique:
                 self._unique[key] = row.job.id
                 row.unique = True
             self._wait(row)
@@ -332,6 +334,7 @@ class MemoryStore:
 
     def _hold(self, row: _Row, until: datetime) -> Job:
         job = row.job
+        row.found_unique = row.unique  # what hold_back gives back
         if row.unique:
             # A claim lets the key go: a push while the job runs is a new job.
             del self._unique[(job.kind, job.key)]
