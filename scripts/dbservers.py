@@ -236,6 +236,19 @@ class Server:
             f"{self.kind} server {why}. Its log ({self.log_path}):\n{_tail(self.log_text())}"
         )
 
+    def stop(self) -> None:
+        """Stop the process, keeping its data and port: spawn() and wait_ready() start it again.
+
+        For outage tests, on a server of their own. Its log so far is set aside,
+        so that the next start's ready line is that start's own.
+        """
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(self.stop_signal)
+            proc.wait(STOP_TIMEOUT)
+        if self.log_path.exists():
+            self.log_path.replace(self.log_path.with_name(self.log_path.name + ".before"))
+
     def close(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:

@@ -810,6 +810,8 @@ class _Listener:
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
                     conn.execute(f"LISTEN {_CHANNEL}")
+                    if failures:
+                        _log.info("the listener for pushes is connected again")
                     failures = 0
                     self._call_wake()  # for what was pushed while there was no connection
                     self._wait_for_notifies(conn)
@@ -818,7 +820,10 @@ class _Listener:
                     return
                 wait = self._BACKOFF[min(failures, len(self._BACKOFF) - 1)]
                 failures += 1
-                _log.warning(
+                # One warning for an outage, beside the queue's line a poll; the
+                # attempts after it are at DEBUG.
+                _log.log(
+                    logging.WARNING if failures == 1 else logging.DEBUG,
                     "the listener for pushes lost its database connection (%s); "
                     "connecting again in %.1f s, and the queue polls meanwhile",
                     _said(error),
