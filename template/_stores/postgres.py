@@ -134,6 +134,20 @@ _MAY_RUN = """
     ))
 """
 
+# The priorities of jobs that may run, highest first, each one probe of
+# jobs_due (a loose index scan): (NULL) ends them.
+_PRIORITIES = """
+    priorities (priority) AS (
+        (SELECT priority FROM jobs WHERE failed_at IS NULL ORDER BY priority DESC LIMIT 1)
+        UNION ALL
+        SELECT (
+            SELECT j.priority FROM jobs AS j
+            WHERE j.failed_at IS NULL AND j.priority < p.priority
+            ORDER BY j.priority DESC LIMIT 1
+        ) FROM priorities AS p WHERE p.priority IS NOT NULL
+    )
+"""
+
 _LIMITED = "(alone_key IS NOT NULL OR at_once IS NOT NULL)"
 _UNLIMITED = "alone_key IS NULL AND at_once IS NULL"
 _ORDER = "ORDER BY priority DESC, run_at, id"
@@ -150,22 +164,40 @@ _CLAIMED = rows.COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
 # come before the first limited job that may be due (next_limited, read in
 # claim order from jobs_limited), and returns that job's place as one more
 # row, flagged, so that the caller knows to claim the rest under the locks.
+#
+# Both read the due jobs one priority at a time (priorities, below): the index
+# leads with priority, so a range of run_at <= :now is contiguous only within
+# one priority, and a claim that read it whole would walk every job waiting for
+# later. Priorities are few; each is one probe of the index, then a range that
+# starts at its first due job and ends at the first one it takes or passes
+# over. The nested loop reads the priorities in the order the recursive CTE
+# makes them, highest first, and stops once the LIMIT is met, so a priority
+# below is never read, nor its rows locked, when the ones above filled it.
 _CLAIM = text(
     f"""
-    WITH next_limited AS MATERIALIZED (
-        SELECT priority, run_at, id FROM jobs AS due
-        WHERE {_LIMITED} AND {_DUE} {_MAY_RUN}
-        {_ORDER} LIMIT 1
+    WITH RECURSIVE {_PRIORITIES},
+    next_limited AS MATERIALIZED (
+        SELECT l.priority, l.run_at, l.id FROM priorities AS p CROSS JOIN LATERAL (
+            SELECT priority, run_at, id FROM jobs AS due
+            WHERE due.priority = p.priority AND {_LIMITED} AND {_DUE} {_MAY_RUN}
+            ORDER BY run_at, id LIMIT 1
+        ) AS l
+        WHERE p.priority IS NOT NULL
+        LIMIT 1
     ),
     chosen AS (
-        SELECT id AS pick, unique_key AS was_key FROM jobs
-        WHERE {_UNLIMITED} AND {_DUE}
-        AND NOT EXISTS (
-            SELECT 1 FROM next_limited AS l
-            WHERE (-l.priority, l.run_at, l.id) < (-jobs.priority, jobs.run_at, jobs.id)
-        )
-        {_ORDER} LIMIT :most
-        FOR UPDATE OF jobs SKIP LOCKED
+        SELECT c.pick, c.was_key FROM priorities AS p CROSS JOIN LATERAL (
+            SELECT id AS pick, unique_key AS was_key FROM jobs
+            WHERE jobs.priority = p.priority AND {_UNLIMITED} AND {_DUE}
+            AND NOT EXISTS (
+                SELECT 1 FROM next_limited AS l
+                WHERE (-l.priority, l.run_at, l.id) < (-jobs.priority, jobs.run_at, jobs.id)
+            )
+            ORDER BY run_at, id LIMIT :most
+            FOR UPDATE OF jobs SKIP LOCKED
+        ) AS c
+        WHERE p.priority IS NOT NULL
+        LIMIT :most
     ),
     claimed AS (
         UPDATE jobs {_HOLD} FROM chosen WHERE jobs.id = chosen.pick
@@ -408,6 +440,21 @@ _RESUME = text("DELETE FROM held_kinds WHERE kind = :kind AND paused")
 
 _PAUSED = text("SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now")
 
+# Each kind's jobs by state at :now (jobq.KindStats), in one read of the table:
+# a count of every job of a kind reads every row, and one pass reads each once.
+# A failed job's held_until is 0, so it is never running.
+_STATS = text(
+    """
+    SELECT kind,
+        count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
+        count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at > :now),
+        count(*) FILTER (WHERE held_until > :now),
+        count(*) FILTER (WHERE failed_at IS NOT NULL),
+        min(run_at) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now)
+    FROM jobs GROUP BY kind
+    """
+)
+
 _FAILED = text(
     f"""
     SELECT {rows.COLUMNS} FROM jobs
@@ -633,6 +680,11 @@ class Jobs:
     def keeps_at_once(self) -> None:
         """The claim passes over a job while its kind holds as many as its limit."""
 
+    # CarryStore
+
+    def keeps_carried(self) -> None:
+        """The carried column keeps it: every push writes it, every read gives it back."""
+
     # HoldBackStore
 
     def hold_back(self, job: Job, until: datetime) -> None:
@@ -665,6 +717,12 @@ class Jobs:
         return {
             kind: None if until == _FOREVER else rows.at(until) for kind, until in sorted(found)
         }
+
+    # StatsStore
+
+    def stats(self, now: datetime) -> list[jobq.KindStats]:
+        found = self._run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)}))
+        return [_kind_stats(*row) for row in sorted(found)]
 
     # NotifyStore
 
@@ -736,6 +794,19 @@ class Jobs:
                     driver.autocommit = was  # as the app's engine expects it
         finally:
             raw.close()
+
+
+def _kind_stats(
+    kind: str, due: int, later: int, running: int, failed: int, oldest: int | None
+) -> jobq.KindStats:
+    return jobq.KindStats(
+        kind,
+        due=int(due),
+        later=int(later),
+        running=int(running),
+        failed=int(failed),
+        oldest_due=None if oldest is None else rows.at(int(oldest)),
+    )
 
 
 class _Statements(rows.Statements, Protocol):
