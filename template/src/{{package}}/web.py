@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, PlainTextResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
+from . import page, settings
 from .kinds import WelcomeMail
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
             Route("/", home),
             Route("/welcome", welcome, methods=["POST"]),
             Route("/users", sign_up, methods=["POST"]),
+            # Off unless JOBS_PAGE_PASSWORD is set (page.py).
+            Mount("/jobs", page.make_page(app, settings.jobs_page_password())),
         ],
         lifespan=lifespan,
     )

@@ -1,0 +1,334 @@
+"""The jobs page, under /jobs: the jobs that failed for good, each kind's counts, the paused kinds.
+
+It shows every user's jobs, so it is off unless JOBS_PAGE_PASSWORD is set,
+and then asks for that password (HTTP basic auth, any user name): serve it
+over HTTPS. Its actions (run again, pause, resume) are POSTs that a page of
+another site cannot make: each carries a token that only this page gives out,
+and one whose Origin or Sec-Fetch-Site says another site sent it is refused.
+Jinja escapes every value and error, so a job's `<script>` shows as text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import jinja2
+import jobq
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from . import settings
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from .app import App
+
+HERE = Path(__file__).parent
+SHOWN = 200  # failed jobs on one page: "run again" for all shown runs these
+# How long the page's pause button pauses a kind for (None: until resumed).
+PAUSES = {"hour": timedelta(hours=1), "day": timedelta(days=1), "resumed": None}
+# Every response of the page: no other site frames it, and it runs only its own script.
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",  # every user's jobs: kept by no cache
+}
+
+_templates = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(HERE / "templates" / "jobs"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def make_page(app: App, password: str | None) -> ASGIApp:
+    """The page, to mount under /jobs; with no password, a page that says how to turn it on."""
+    if not password:
+        return _off
+    page = _Page(app, password)
+    routes = [
+        Route("/", page.failed),
+        Route("/job/{id}", page.job),
+        Route("/run-again", page.run_again, methods=["POST"]),
+        Route("/pause", page.pause, methods=["POST"]),
+        Route("/resume", page.resume, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static" / "jobs")),
+    ]
+    return _Guarded(Starlette(routes=routes), password)
+
+
+async def _off(scope: Scope, receive: Receive, send: Send) -> None:
+    response = PlainTextResponse(
+        "The jobs page is off: set JOBS_PAGE_PASSWORD to turn it on "
+        "(it shows every user's jobs).\n",
+        status_code=404,
+    )
+    await response(scope, receive, send)
+
+
+class _Guarded:
+    """Lets through requests that carry the password; adds the page's headers to every response."""
+
+    def __init__(self, app: ASGIApp, password: str) -> None:
+        self.app = app
+        self.password = password.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *((k.lower().encode(), v.encode()) for k, v in HEADERS.items()),
+                ]
+            await send(message)
+
+        if self._allowed(dict(scope["headers"]).get(b"authorization", b"")):
+            await self.app(scope, receive, with_headers)
+            return
+        refused = PlainTextResponse(
+            "The jobs page needs its password (JOBS_PAGE_PASSWORD), with any user name.\n",
+            status_code=401,
+            headers={"WWW-Authenticate": 'Basic realm="jobs", charset="UTF-8"'},
+        )
+        await refused(scope, receive, with_headers)
+
+    def _allowed(self, authorization: bytes) -> bool:
+        scheme, _, encoded = authorization.partition(b" ")
+        if scheme.lower() != b"basic":
+            return False
+        try:
+            _, _, given = base64.b64decode(encoded.strip(), validate=True).partition(b":")
+        except (binascii.Error, ValueError):
+            return False
+        return hmac.compare_digest(given, self.password)
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """A failed job as the page shows it."""
+
+    id: str
+    kind: str
+    value: str
+    error: str
+    attempts: int
+    failed_at: datetime | None
+    request_id: str | None
+    key: str
+    carried: dict[str, str]
+
+    @classmethod
+    def of(cls, job: jobq.Job) -> _Shown:
+        carried = job.carried or {}
+        return cls(
+            id=job.id,
+            kind=job.kind,
+            value=job.payload,
+            error=job.error or "",
+            attempts=job.attempts,
+            failed_at=job.failed_at,
+            request_id=carried.get("request_id"),
+            key=job.key,
+            carried=carried,
+        )
+
+    @property
+    def pretty_value(self) -> str:
+        try:
+            return json.dumps(json.loads(self.value), indent=2, ensure_ascii=False)
+        except ValueError:
+            return self.value
+
+
+class _Page:
+    """The page's routes, on one app."""
+
+    def __init__(self, app: App, password: str) -> None:
+        self.app = app
+        # The same on every instance that shares the password, so a form served by
+        # one instance posts to any other; another site cannot know it.
+        self.token = hmac.new(password.encode(), b"jobs page forms", hashlib.sha256).hexdigest()
+
+    # Pages
+
+    async def failed(self, request: Request) -> Response:
+        """The failed jobs, of one kind with ?kind=, with the counts and the paused kinds."""
+        kind = request.query_params.get("kind", "")
+        now = datetime.now(UTC)
+        failed, stats, paused = await run_in_threadpool(self._read, now)
+        kinds: dict[str, int] = {}
+        for job in failed:
+            kinds[job.kind] = kinds.get(job.kind, 0) + 1
+        matching = [job for job in failed if not kind or job.kind == kind]
+        return self._render(
+            request,
+            "failed.html",
+            title=f"Failed {kind} jobs" if kind else "Failed jobs",
+            kind=kind,
+            kinds=sorted(kinds.items()),
+            total=len(failed),
+            matching=len(matching),
+            jobs=[_Shown.of(job) for job in matching[:SHOWN]],
+            stats=stats,
+            paused=sorted(paused.items()) if paused is not None else None,
+            pausable=sorted(self.app.queue.kinds),
+            now=now,
+            ran=_number(request.query_params.get("ran")),
+            # What the last action did, as its redirect says (names only: no free text to spoof).
+            just_paused=request.query_params.get("paused", ""),
+            just_resumed=request.query_params.get("resumed", ""),
+        )
+
+    async def job(self, request: Request) -> Response:
+        """One failed job, with its whole value and error."""
+        id = request.path_params["id"]
+        failed = await run_in_threadpool(self.app.jobs.failed)
+        found = next((job for job in failed if job.id == id), None)
+        if found is None:
+            return self._render(
+                request,
+                "gone.html",
+                status_code=404,
+                title=f"Job {id}",
+                id=id,
+            )
+        return self._render(request, "job.html", title=f"Job {id}", job=_Shown.of(found))
+
+    def _read(
+        self, now: datetime
+    ) -> tuple[list[jobq.Job], list[jobq.KindStats] | None, dict[str, datetime | None] | None]:
+        jobs = self.app.jobs
+        # Each part where the store has the extra it needs, so an older store still shows the rest.
+        stats = jobs.stats(now) if isinstance(jobs, jobq.StatsStore) else None
+        paused = jobs.paused(now) if isinstance(jobs, jobq.PauseStore) else None
+        return jobs.failed(), stats, paused
+
+    # Actions: POSTs from the page's own forms
+
+    async def run_again(self, request: Request) -> Response:
+        """Run the form's jobs (one, or all shown) again, from their first attempt."""
+        form = await self._form(request)
+        if isinstance(form, PlainTextResponse):
+            return form
+        ids = form.get("id", [])
+
+        def again() -> int:
+            now = datetime.now(UTC)
+            count = sum(self.app.jobs.run_again(id, now) for id in ids)
+            self.app.queue.wake()  # this instance's queue runs them now, not at its next poll
+            return count
+
+        count = await run_in_threadpool(again)
+        return self._back(request, {"kind": _one(form, "kind"), "ran": str(count)})
+
+    async def pause(self, request: Request) -> Response:
+        """Pause a kind on every instance: for an hour, a day, or until resumed."""
+        form = await self._form(request)
+        if isinstance(form, PlainTextResponse):
+            return form
+        kind, pause = _one(form, "kind"), _one(form, "for")
+        if kind not in self.app.queue.kinds or pause not in PAUSES:
+            return PlainTextResponse(
+                f"Give one of the app's kinds ({', '.join(sorted(self.app.queue.kinds))}) "
+                f"and a time to pause it for ({', '.join(PAUSES)}).\n",
+                status_code=400,
+            )
+        if not isinstance(self.app.jobs, jobq.PauseStore):
+            return PlainTextResponse("This app's store cannot pause kinds.\n", status_code=400)
+        store, length = self.app.jobs, PAUSES[pause]
+        until = None if length is None else datetime.now(UTC) + length
+        await run_in_threadpool(store.pause, kind, until)
+        return self._back(request, {"paused": kind})
+
+    async def resume(self, request: Request) -> Response:
+        """Let a paused kind's jobs run again."""
+        form = await self._form(request)
+        if isinstance(form, PlainTextResponse):
+            return form
+        kind = _one(form, "kind")
+        if not isinstance(self.app.jobs, jobq.PauseStore):
+            return PlainTextResponse("This app's store cannot pause kinds.\n", status_code=400)
+        if await run_in_threadpool(self.app.jobs.resume, kind):
+            self.app.queue.wake()
+        return self._back(request, {"resumed": kind})
+
+    async def _form(self, request: Request) -> dict[str, list[str]] | PlainTextResponse:
+        """The POST's fields, or a refusal when another site may have sent it."""
+        fetched_from = request.headers.get("sec-fetch-site", "same-origin")
+        origin = request.headers.get("origin")
+        cross_site = fetched_from not in ("same-origin", "none") or (
+            origin is not None and urlsplit(origin).netloc != request.headers.get("host")
+        )
+        # A url-encoded body, as the page's forms send: parsed here, with no multipart dependency.
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        token = _one(form, "token")
+        if cross_site or not hmac.compare_digest(token.encode(), self.token.encode()):
+            return PlainTextResponse(
+                "Refused: the jobs page takes POSTs from its own forms only "
+                "(this one came from another site, or without the page's token). "
+                "Reload the page and try again.\n",
+                status_code=403,
+            )
+        return form
+
+    def _back(self, request: Request, query: dict[str, str]) -> Response:
+        """See Other, to the list, so a reload does not post again."""
+        shown = {k: v for k, v in query.items() if v}
+        return RedirectResponse(
+            f"{request.scope.get('root_path', '')}/?{urlencode(shown)}", status_code=303
+        )
+
+    def _render(
+        self, request: Request, name: str, *, status_code: int = 200, **values: Any
+    ) -> Response:
+        html = _templates.get_template(name).render(
+            base=request.scope.get("root_path", ""),
+            app_name=settings.APP_NAME,
+            token=self.token,
+            ago=_ago,
+            **values,
+        )
+        return HTMLResponse(html, status_code=status_code)
+
+
+def _one(form: dict[str, list[str]], name: str) -> str:
+    return form.get(name, [""])[0]
+
+
+def _number(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdecimal() else None
+
+
+def _ago(now: datetime, at: datetime | None) -> str:
+    """How long ago ``at`` was, in the largest whole unit: "3 min", "2 h"."""
+    if at is None:
+        return ""
+    seconds = max(0, int((now - at).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
