@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""How long ``./myapp jobs stats`` takes to count 1,000,000 jobs, on each database.
+
+    python scripts/dbservers.py run -- python benchmarks/stats.py [--jobs 1000000] [--only sqlite]
+
+For each database, on a database of its own, it fills the template's jobs
+table (template/_stores/*.py, the rendered app's jobs_db.py) with --jobs jobs
+of 20 kinds in one statement: of every 100, 80 due, 10 waiting for later, 4
+held by a claim and 6 failed. Then it times the Store's ``stats`` (the one
+query behind ``./myapp jobs stats`` and the app's gauges), warm, and prints
+the median and the slowest of --repeat runs, and the query's plan. The goal is
+well under a second: the query reads the table once, whatever it holds.
+
+The server URLs come from JOBQ_TEST_POSTGRES_URL and JOBQ_TEST_MYSQL_URL, as
+scripts/dbservers.py exports them; --only picks databases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+
+import sqlalchemy as sa
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from dbfixtures import ENV, fresh_database  # noqa: E402
+
+DATABASES = ("sqlite", "postgres", "mysql")
+NAMES = {"postgres": "PostgreSQL", "mysql": "MariaDB", "sqlite": "SQLite"}
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+# One row a number g from 1 to :n: 20 kinds; of every 100, 10 due far later,
+# 6 failed, 4 held past :now, the rest due before :now. Postgres counts with
+# generate_series; MySQL with 0-9 joined to itself six times (so up to
+# 1,000,000), as MySQL 8 stops a recursion at 1,000 steps; SQLite with a
+# recursive CTE.
+_ROW = """
+    'kind-' || (g % 20), '{}',
+    CASE WHEN g % 100 < 10 THEN :now + 86400000 ELSE :now - 1000000 + g % 1000000 END,
+    CASE WHEN g % 100 BETWEEN 10 AND 13 THEN :now + 300000 ELSE 0 END,
+    CASE WHEN g % 100 BETWEEN 14 AND 19 THEN :now - 1000 END
+"""
+_COLUMNS = "INSERT INTO jobs (kind, payload, run_at, held_until, failed_at)"
+_FILL = {
+    "postgres": f"{_COLUMNS} SELECT {_ROW} FROM generate_series(1, :n) AS g",
+    "mysql": f"""
+        {_COLUMNS}
+        WITH RECURSIVE digit (d) AS (SELECT 0 UNION ALL SELECT d + 1 FROM digit WHERE d < 9),
+        seq (g) AS (
+            SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * h.d
+            FROM digit a, digit b, digit c, digit e, digit f, digit h
+        )
+        SELECT {_ROW.replace("'kind-' || (g % 20)", "CONCAT('kind-', g % 20)")}
+        FROM seq WHERE g <= :n
+    """,
+    "sqlite": f"""
+        {_COLUMNS}
+        WITH RECURSIVE seq (g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < :n)
+        SELECT {_ROW} FROM seq
+    """,
+}
+_ANALYZE = {"postgres": "VACUUM ANALYZE jobs", "mysql": "ANALYZE TABLE jobs", "sqlite": "ANALYZE"}
+_EXPLAIN = {"postgres": "EXPLAIN ", "mysql": "EXPLAIN ", "sqlite": "EXPLAIN QUERY PLAN "}
+
+
+def _load(db: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        f"jobs_db_{db}", ROOT / f"template/_stores/{db}.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def _database(db: str) -> Iterator[str]:
+    if db == "sqlite":
+        with tempfile.TemporaryDirectory() as folder:
+            yield f"sqlite:///{folder}/jobs.sqlite3"
+        return
+    server = os.environ.get(ENV[db])
+    if not server:
+        sys.exit(
+            f"{ENV[db]} is not set: run this through `python scripts/dbservers.py run -- "
+            f"python benchmarks/stats.py`, or pass --only sqlite"
+        )
+    with fresh_database(server, f"bench_stats_{db}") as url:
+        yield url
+
+
+def _fill(db: str, module: ModuleType, engine: sa.Engine, n: int) -> float:
+    """Make the tables and fill jobs with ``n`` jobs; how long it took, in seconds."""
+    started = time.perf_counter()
+    with engine.begin() as conn:
+        for statement in module.SCHEMA:
+            conn.exec_driver_sql(statement)
+        conn.execute(sa.text(_FILL[db]), {"n": n, "now": module.rows.ms(NOW)})
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(_ANALYZE[db])
+    return time.perf_counter() - started
+
+
+def _plan(db: str, module: ModuleType, engine: sa.Engine) -> str:
+    with engine.connect() as conn:
+        found = conn.execute(
+            sa.text(_EXPLAIN[db] + module._STATS.text), {"now": module.rows.ms(NOW)}
+        )
+        return "\n".join("    " + " | ".join(str(c) for c in row) for row in found)
+
+
+def measure(db: str, n: int, repeat: int) -> None:
+    module = _load(db)
+    with _database(db) as url:
+        engine = module.make_engine(url)
+        try:
+            filled = _fill(db, module, engine, n)
+            jobs = module.Jobs(engine)
+            stats = jobs.stats(NOW)  # warm: the table read once into the cache
+            assert sum(s.due + s.later + s.running + s.failed for s in stats) == n
+            took = []
+            for _ in range(repeat):
+                started = time.perf_counter()
+                jobs.stats(NOW)
+                took.append(time.perf_counter() - started)
+            total = {
+                state: sum(getattr(s, state) for s in stats)
+                for state in ("due", "later", "running", "failed")
+            }
+            print(
+                f"{NAMES[db]}: {n:,} jobs of {len(stats)} kinds (filled in {filled:.1f} s), {total}"
+            )
+            print(
+                f"  stats: median {statistics.median(took) * 1000:.0f} ms, "
+                f"slowest {max(took) * 1000:.0f} ms of {repeat}"
+            )
+            print("  plan:\n" + _plan(db, module, engine))
+        finally:
+            engine.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1_000_000, help="jobs in the table")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs of stats")
+    parser.add_argument("--only", choices=DATABASES, action="append", help="a database to run")
+    args = parser.parse_args()
+    if args.jobs > 1_000_000 and "mysql" in (args.only or DATABASES):
+        parser.error("MySQL's fill makes at most 1,000,000 jobs: give --jobs 1000000 or fewer")
+    for db in args.only or DATABASES:
+        measure(db, args.jobs, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
