@@ -10,10 +10,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import jobq
+from jobq.otel import TraceCarrier
 
 from . import settings, users
 from .jobs_db import Jobs, make_engine
 from .kinds import Kinds, WelcomeMail, add_kinds
+from .metrics import Metrics
+from .request_id import CarryRequestId
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -28,6 +31,7 @@ class App:
     queue: jobq.Queue
     kinds: Kinds
     workers: int  # 0: this instance pushes, and others run the jobs
+    metrics: Metrics  # the queue's runs and the jobs table's counts, for /metrics
 
     def __enter__(self) -> App:
         return self
@@ -66,6 +70,14 @@ def make_app(
     workers = settings.queue_workers() if workers is None else workers
     engine = make_engine(url or settings.database_url(), busy_timeout=busy_timeout)
     jobs = Jobs(engine)
+    metrics = Metrics(jobs)
     # The queue needs a worker to exist; with 0 it is made but never run.
-    queue = jobq.Queue(jobs, workers=max(workers, 1), poll=poll, observe=observe)
-    return App(engine, jobs, queue, add_kinds(queue, engine, jobs), workers)
+    queue = jobq.Queue(
+        jobs,
+        workers=max(workers, 1),
+        poll=poll,
+        observe=metrics.observer(observe),
+        # A job runs with the ID of the request that pushed it, and in its trace.
+        carry=[CarryRequestId(), TraceCarrier()],
+    )
+    return App(engine, jobs, queue, add_kinds(queue, engine, jobs), workers, metrics)

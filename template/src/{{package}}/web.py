@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -13,6 +14,8 @@ from starlette.routing import Mount, Route
 
 from . import page, settings
 from .kinds import WelcomeMail
+from .request_id import RequestIds, log_request_ids
+from .settings import metrics_token
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -43,6 +46,7 @@ def serve(app: App, host: str = "127.0.0.1", port: int = 8000) -> None:
         died.append(error)
         server.should_exit = True  # as SIGTERM does: stop serving, then the lifespan's end
 
+    log_request_ids()  # on the handlers that logging's set-up gave the root logger
     server = uvicorn.Server(uvicorn.Config(make_asgi(app, queue_died=queue_died), host, port))
     server.run()
     if died:
@@ -105,7 +109,21 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
         user, job = await run_in_threadpool(app.sign_up, email)
         return JSONResponse({"user": user, "job": job}, status_code=201)
 
-    return Starlette(
+    token = metrics_token()
+
+    async def metrics(request: Request) -> Response:
+        """The queue's Prometheus metrics, for a scraper that gives METRICS_TOKEN."""
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, f"Bearer {token}".encode()):
+            return PlainTextResponse(
+                "give METRICS_TOKEN as a bearer token\n",
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        body = await run_in_threadpool(app.metrics.exposition)  # it reads the database
+        return PlainTextResponse(body, media_type=app.metrics.content_type)
+
+    asgi = Starlette(
         routes=[
             Route("/", home),
             Route("/welcome", welcome, methods=["POST"]),
@@ -115,3 +133,8 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
         ],
         lifespan=lifespan,
     )
+    # Each request's ID is on its response, its log lines and its jobs' (request_id.py).
+    asgi.add_middleware(RequestIds)
+    if token:  # no /metrics unless METRICS_TOKEN is set: it shows the app's kinds
+        asgi.add_route("/metrics", metrics)
+    return asgi
