@@ -120,10 +120,16 @@ class Story:
         return run.instance in self.kills and run.settled is None
 
 
-def _until(what: Callable[[], bool], seconds: float = LIVENESS) -> None:
+def _until(
+    what: Callable[[], bool],
+    seconds: float = LIVENESS,
+    state: Callable[[], str] = lambda: "",
+) -> None:
+    """Wait until ``what``; past ``seconds``, fail with ``state()``: what was left, and why."""
     deadline = time.monotonic() + seconds
     while not what():
-        assert time.monotonic() < deadline, f"not so after {seconds}s: {what.__doc__}"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not so after {seconds}s: {what.__doc__}\n{state()}")
         time.sleep(0.1)
 
 
@@ -199,6 +205,18 @@ class Cluster:
         return self.scalar(
             f"SELECT count(*) FROM jobs WHERE kind IN ({kinds}) AND failed_at IS NULL"
         )
+
+    def state(self) -> str:
+        """The jobs left by kind and state, the events, and the instances' logs."""
+        with self.engine.connect() as conn:
+            jobs = conn.execute(
+                sa.text(
+                    "SELECT kind, failed_at IS NOT NULL, held_until > 0, count(*) FROM jobs "
+                    "GROUP BY kind, failed_at IS NOT NULL, held_until > 0"
+                )
+            ).all()
+            events = conn.execute(sa.text("SELECT instance, what FROM events")).all()
+        return f"jobs (kind, failed, held, count): {jobs}\nevents: {events}\n{self.logs()}"
 
     def logs(self) -> str:
         logs = "\n".join(
@@ -297,7 +315,7 @@ def limits(
                 == 0
             )
 
-        _until(the_rest_ran)
+        _until(the_rest_ran, state=cluster.state)
         while_paused = cluster.scalar("SELECT count(*) FROM ran WHERE kind = 'plain'")
         resumed = _ms()
         cluster.verb("resume", "plain")
@@ -312,7 +330,7 @@ def limits(
                 >= PAUSED
             )
 
-        _until(all_ran)
+        _until(all_ran, state=cluster.state)
         cluster.stop()
         story = cluster.story()
         story.resumed, story.ran_while_paused = resumed, while_paused
@@ -350,7 +368,7 @@ def kills(
                 a=slots[0], b=slots[1], c=slots[2],
             ) == 3  # fmt: skip
 
-        _until(all_ran)
+        _until(all_ran, state=cluster.state)
         cluster.stop()
         return cluster.story()
 
