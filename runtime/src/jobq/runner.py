@@ -367,21 +367,27 @@ class Runner:
     async def _push_schedule(self, kind: str, schedule: Schedule, run: Job) -> None:
         """Push each run of a schedule ahead, once the run before it has come round."""
         run_at = schedule.next_after(datetime.now(UTC))
+        failing = False
         while True:
             job = replace(run, run_at=run_at)
             try:
                 if await self._calls.push_scheduled(kind, job):
                     self.pushed(run_at)
             except Exception as e:  # the store's: try again; a bug of the schedule's ends the run
-                say(
-                    logging.ERROR,
-                    "the store failed to push a scheduled run; trying again after a poll",
-                    kind=kind,
-                    at=run_at,
-                    err=e,
-                )
+                # A database that is down: one line until it is back, beside the claims'
+                # line a poll. Anything else is a bug of the store's, said each time.
+                if not (failing and isinstance(e, StoreError)):
+                    say(
+                        logging.WARNING if isinstance(e, StoreError) else logging.ERROR,
+                        "the store failed to push a scheduled run; trying again after a poll",
+                        kind=kind,
+                        at=run_at,
+                        err=e,
+                    )
+                failing = isinstance(e, StoreError)
                 await asyncio.sleep(self.queue.poll)
                 continue
+            failing = False
             await asyncio.sleep(max((run_at - datetime.now(UTC)).total_seconds(), 0))
             run_at = schedule.next_after(max(run_at, datetime.now(UTC)))
 
