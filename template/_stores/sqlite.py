@@ -336,17 +336,16 @@ _PAUSED = text("SELECT kind, held_until FROM held_kinds WHERE paused AND held_un
 # A pause with no end: held until the largest time an INTEGER holds.
 _FOREVER = 2**63 - 1
 
-# Each kind's jobs by state at :now (jobq.KindStats), in one read of the table
-# (a failed job's held_until is 0). Counting every job of a kind reads every
-# row: NOT INDEXED reads the table in order and sorts by kind, which measured
-# faster than a walk of jobs_held in kind order that looks up each row.
+# Each kind's jobs at :now (jobq.KindStats), in one read of the table: every
+# job, then the failed (a failed job's held_until is 0), the running and the
+# later ones; the rest are due. Counting every job of a kind reads every row:
+# NOT INDEXED reads the table in order and sorts by kind, faster than a walk
+# of jobs_held in kind order with a lookup a row; few comparisons a row, as
+# they are most of its cost (benchmarks/stats.py).
 _STATS = text(
     """
-    SELECT kind,
-        sum(failed_at IS NULL AND held_until <= :now AND run_at <= :now),
-        sum(failed_at IS NULL AND held_until <= :now AND run_at > :now),
-        sum(held_until > :now),
-        sum(failed_at IS NOT NULL),
+    SELECT kind, count(*), count(failed_at), sum(held_until > :now),
+        sum(CASE WHEN failed_at IS NULL AND held_until <= :now THEN run_at > :now END),
         min(CASE WHEN failed_at IS NULL AND held_until <= :now AND run_at <= :now
             THEN run_at END)
     FROM jobs NOT INDEXED GROUP BY kind
@@ -655,15 +654,16 @@ class Jobs:
 
 
 def _kind_stats(
-    kind: str, due: int, later: int, running: int, failed: int, oldest: int | None
+    kind: str, jobs: int, failed: int, running: int, later: int | None, oldest: int | None
 ) -> jobq.KindStats:
+    later = later or 0  # the sum of no value: a kind whose every job failed or runs
     return jobq.KindStats(
         kind,
-        due=int(due),
-        later=int(later),
-        running=int(running),
-        failed=int(failed),
-        oldest_due=None if oldest is None else rows.at(int(oldest)),
+        due=jobs - failed - running - later,
+        later=later,
+        running=running,
+        failed=failed,
+        oldest_due=None if oldest is None else rows.at(oldest),
     )
 
 
