@@ -459,9 +459,15 @@ class Runner:
         try:
             attempt.value = kind.codec.decode(job.payload)
         except pydantic.ValidationError as e:
+            # One line: pydantic's own text spans several, with a link in each.
+            problems = "; ".join(
+                f"{'.'.join(map(str, err['loc'])) or 'the value'}: {err['msg']}"
+                for err in e.errors(include_url=False)[:3]
+            )
             attempt.error = ValueDoesNotFit(
                 f"job {job.id} of kind {job.kind!r}: its value does not fit "
-                f"{getattr(kind.codec.type, '__qualname__', kind.codec.type)!r}: {e}"
+                f"{getattr(kind.codec.type, '__qualname__', kind.codec.type)!r} ({problems}); "
+                f"it is kept as failed: push the job again with a value that fits"
             )
             await self._finish(attempt)
             return True
@@ -665,7 +671,8 @@ class Runner:
         ):
             say(
                 logging.WARNING,
-                "a job's kind has no handler here, and goes back for another instance",
+                "a job's kind has no handler here, and goes back for another instance "
+                "(if no instance has one, deploy its handler or delete its jobs)",
                 kind=job.kind,
                 job=job.id,
                 also=carried_fields(job.carried),

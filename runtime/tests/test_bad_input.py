@@ -1,0 +1,119 @@
+"""Bad input the other test files do not cover: each refused or kept, in one line, losing nothing.
+
+The rest of the list, and where each is tested: a value that cannot be encoded
+(test_kinds.py), a carried context over 4 KB (test_carry.py), a bad cron
+expression and an unknown zone (test_cron.py), a store without an extra a kind
+needs (test_limits.py), a naive time (test_kinds.py, test_schedule.py); a 10 MB
+value, NUL characters, a time before 1970 and a stored value that is not JSON on
+each SQL store (tests/stores/test_bad_values.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import jobq
+from jobq.testing import MemoryStore
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("caf\udce9", "surrogates not allowed"),  # undecoded bytes, as os.fsdecode leaves them
+        (b"caf\xe9", "utf-8 byte sequence"),  # Latin-1 bytes where UTF-8 was meant
+    ],
+)
+def test_a_value_with_invalid_utf8_is_refused_at_the_push_in_one_line_and_pushes_nothing(
+    value: str | bytes, why: str
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+
+    @q.kind("note")
+    async def note(job: str | bytes) -> None: ...
+
+    with pytest.raises(jobq.ValueDoesNotFit) as refused:
+        note.push(value)
+    message = str(refused.value)
+    assert "kind 'note' takes" in message
+    assert why in message.lower()
+    assert "\n" not in message
+    assert len(store) == 0
+
+
+def test_a_stored_value_that_is_not_json_fails_for_good_in_one_line_kept_as_it_was(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+
+    @q.kind("note")
+    async def note(job: str) -> None:
+        raise AssertionError("not run")
+
+    store.push(jobq.Job(kind="note", payload='{"text": "hal', run_at=datetime.now(UTC)))
+    with caplog.at_level(logging.WARNING, logger="jobq"):
+        assert q.drain() == 1
+    [failed] = store.failed()
+    assert failed.payload == '{"text": "hal'
+    assert failed.error == (
+        f"job {failed.id} of kind 'note': its value does not fit 'str' (the value: Invalid JSON: "
+        "EOF while parsing a string at line 1 column 13); it is kept as failed: push the job "
+        "again with a value that fits"
+    )
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("a job failed for good kind=note")
+    assert "\n" not in line
+
+
+def test_jobs_of_a_kind_no_instance_has_are_kept_and_said_once_a_poll(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store, poll=30)
+    for n in range(5):
+        store.push(jobq.Job(kind="gone", payload=str(n), run_at=datetime.now(UTC)))
+    with caplog.at_level(logging.INFO, logger="jobq"):
+        assert q.drain() == 0
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("a job's kind has no handler here, and goes back for another instance")
+    assert "deploy its handler or delete its jobs" in line
+    # All five wait, unattempted, for an instance that has the kind.
+    later = datetime.now(UTC) + timedelta(seconds=31)
+    back = store.claim_many(later, later + timedelta(minutes=1), 10)
+    assert sorted((j.payload, j.attempts) for j in back) == [(str(n), 1) for n in range(5)]
+    assert store.failed() == []
+
+
+def test_a_backoff_that_says_a_negative_wait_runs_the_job_again_at_once() -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+    runs: list[int] = []
+
+    @q.kind("flaky", attempts=3, backoff=lambda attempt: -5.0)
+    async def flaky(job: int) -> None:
+        runs.append(job)
+        if len(runs) < 2:
+            raise RuntimeError("once")
+
+    flaky.push(1)
+    assert q.drain() == 2
+    assert runs == [1, 1]
+    assert len(store) == 0
+
+
+def test_a_job_due_before_1970_runs_at_once() -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+    runs: list[str] = []
+
+    @q.kind("old")
+    async def old(job: str) -> None:
+        runs.append(job)
+
+    old.push_at(datetime(1969, 12, 31, 23, 59, tzinfo=UTC), "before the epoch")
+    assert q.drain() == 1
+    assert runs == ["before the epoch"]

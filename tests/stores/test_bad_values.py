@@ -1,0 +1,108 @@
+"""Values at the edges, through the queue into each SQL store and back: nothing lost or changed.
+
+A 10 MB value, NUL characters and characters outside the BMP, a time before
+1970; and a stored value that is not JSON, as a hand or an old version of the
+app may leave one: it fails for good in one line, and is kept as it was.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jobq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(db: str) -> ModuleType:
+    name = f"jobs_db_{db}_bad_values"
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"template/_stores/{db}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+MODULES = {db: _load(db) for db in ("sqlite", "postgres", "mysql")}
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mysql"])
+def jobs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    module = MODULES[request.param]
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'app.sqlite3'}"
+    else:
+        url = request.getfixturevalue(f"{request.param}_db")
+    engine = module.make_engine(url)
+    with engine.begin() as conn:
+        for statement in module.SCHEMA:
+            conn.exec_driver_sql(statement)
+    yield module.Jobs(engine)
+    engine.dispose()
+
+
+def _runs(jobs: Any, value: str, at: datetime | None = None) -> str:
+    """Push ``value`` through a queue on ``jobs``, drain it, and give back what the handler got."""
+    q = jobq.Queue(jobs)
+    got: list[str] = []
+
+    @q.kind("echo")
+    async def echo(job: str) -> None:
+        got.append(job)
+
+    if at is None:
+        echo.push(value)
+    else:
+        echo.push_at(at, value)
+    assert q.drain() == 1
+    assert jobs.failed() == []
+    [back] = got
+    return back
+
+
+def test_a_ten_megabyte_value_is_kept_and_runs_as_it_was(jobs: Any) -> None:
+    value = "0123456789abcdef" * (10 * 2**20 // 16)
+    assert _runs(jobs, value) == value
+
+
+def test_nul_characters_and_characters_past_the_bmp_come_back_as_they_were(jobs: Any) -> None:
+    value = "a\x00b\u0000c 🎉 \U0010ffff é\\\"'"
+    assert _runs(jobs, value) == value
+
+
+def test_a_job_due_before_1970_is_kept_and_runs_at_once(jobs: Any) -> None:
+    assert _runs(jobs, "old", at=datetime(1960, 1, 1, tzinfo=UTC)) == "old"
+
+
+@pytest.mark.parametrize("payload", ['{"user": 1', "not json", '"\\ud800"'])
+def test_a_stored_value_that_is_not_json_fails_for_good_in_one_line_and_is_kept(
+    jobs: Any, payload: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    q = jobq.Queue(jobs)
+
+    @q.kind("echo")
+    async def echo(job: str) -> None:
+        raise AssertionError("not run")
+
+    jobs.push(jobq.Job(kind="echo", payload=payload, run_at=datetime.now(UTC)))
+    with caplog.at_level(logging.WARNING, logger="jobq"):
+        assert q.drain() == 1
+    [failed] = jobs.failed()
+    assert failed.payload == payload  # kept as it was, for whoever mends it
+    assert failed.error is not None
+    assert "its value does not fit 'str'" in failed.error
+    assert "push the job again with a value that fits" in failed.error
+    assert "\n" not in failed.error
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "a job failed for good" in line
+    assert "\n" not in line
