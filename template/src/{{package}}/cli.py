@@ -44,7 +44,8 @@ jobs_cli = typer.Typer(
     help=(
         "The app's jobs. With no command, list the jobs that failed for good; "
         "retry runs them again, prune deletes the old ones, push adds a job of one "
-        "of the app's kinds, and run-due runs what is due now."
+        "of the app's kinds, run-due runs what is due now, and stats counts each kind's "
+        "jobs by state."
     ),
     add_completion=False,
 )
@@ -190,6 +191,64 @@ def run_due() -> None:
     with clear_errors(), make_app(workers=1, observe=_tell) as app:
         ran = app.queue.drain()
     typer.echo("No job was due." if ran == 0 else f"Ran {ran}; none is due now.")
+
+
+@jobs_cli.command()
+def stats(
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
+) -> None:
+    """Count each kind's jobs: due now, waiting for later, running, failed; and the lag.
+
+    Due: may run now (a paused kind's too); later: waits for its time or a
+    retry's backoff; running: held by a worker whose hold lasts; failed: for
+    good. The oldest due job's wait is how far the kind's workers lag behind.
+    """
+    now = datetime.now(UTC)
+    with clear_errors(), make_app(workers=0) as app:
+        counted = app.jobs.stats(now)
+        paused = app.jobs.paused(now)
+    if as_json:
+        typer.echo(json.dumps([_stats_dict(s, now, s.kind in paused) for s in counted], indent=2))
+        return
+    if not counted:
+        typer.echo("No job waits, runs or has failed.")
+        return
+    table = [["kind", "due", "later", "running", "failed", "oldest due waited"]] + [
+        [s.kind, str(s.due), str(s.later), str(s.running), str(s.failed), _waited(s, now)]
+        for s in counted
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        counts = [cell.rjust(width) for cell, width in zip(row[1:5], widths[1:5], strict=True)]
+        typer.echo("  ".join([row[0].ljust(widths[0]), *counts, row[5]]))
+    if paused:
+        names = ", ".join(sorted(paused))
+        typer.echo(f"\nPaused on every instance, their due jobs waiting: {names}.")
+
+
+def _waited(counted: jobq.KindStats, now: datetime) -> str:
+    """How long the oldest due job has waited past its time: 45s, 3m 20s, 2h 5m, 4d 1h."""
+    if counted.oldest_due is None:
+        return "-"
+    seconds = max(0, int((now - counted.oldest_due).total_seconds()))
+    for unit, size, smaller, smaller_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} {seconds % size // smaller_size}{smaller}"
+    return f"{seconds // 60}m {seconds % 60}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _stats_dict(counted: jobq.KindStats, now: datetime, paused: bool) -> dict[str, Any]:
+    oldest = counted.oldest_due
+    return {
+        "kind": counted.kind,
+        "due": counted.due,
+        "later": counted.later,
+        "running": counted.running,
+        "failed": counted.failed,
+        "oldest_due": None if oldest is None else oldest.isoformat(),
+        "oldest_due_waited": None if oldest is None else max(0.0, (now - oldest).total_seconds()),
+        "paused": paused,
+    }
 
 
 def _tell(ran: jobq.Ran) -> None:
