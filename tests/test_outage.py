@@ -216,11 +216,11 @@ def test_a_database_outage_under_load_loses_nothing_and_logs_a_line_a_poll_at_mo
         finally:
             load.stopping.set()
             pusher.join()
-        every = set(load.pushed)
-        all_ran = _until(lambda: every <= set(ran), 60)
-        q.stop()
-        queue.join()
-    engine.dispose()
+            every = set(load.pushed)
+            all_ran = _until(lambda: every <= set(ran), 60)
+            q.stop()
+            queue.join()
+            engine.dispose()
 
     lines = [r for r in during if r.levelno >= logging.WARNING]
     # The claims: a line a poll. A settle or renewal under way as the database went:
