@@ -429,10 +429,14 @@ _HOLD_BACK = text(
     """
 )
 
+# A pause replaces the kind's pause before it, but never shortens a rate's hold.
 _PAUSE = text(
     """
     INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, true)
-    ON CONFLICT (kind) DO UPDATE SET held_until = excluded.held_until, paused = true
+    ON CONFLICT (kind) DO UPDATE SET paused = true, held_until = CASE
+        WHEN held_kinds.paused THEN excluded.held_until
+        ELSE greatest(held_kinds.held_until, excluded.held_until)
+    END
     """
 )
 

@@ -380,3 +380,29 @@ def test_a_hold_back_of_a_job_claimed_again_after_its_hold_ran_out_gives_no_key_
         store.hold_back(machine.tickets[1][name], machine.now)
     machine.push_latest(key="a", delay=0)  # a job of its own: none of the key waits
     machine.the_same_jobs_would_be_claimed()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", "mysql"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield MemoryStore()
+        return
+    module = MODULES[request.param]
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'app.sqlite3'}"
+    else:
+        url = request.getfixturevalue(f"{request.param}_db")
+    engine = module.make_engine(url)
+    yield _made(module, engine).fresh()
+    engine.dispose()
+
+
+def test_a_pause_shorter_than_a_rates_hold_back_never_shortens_it(any_store: Any) -> None:
+    # Found beside the machine: the Postgres store's pause replaced the hold-back's time.
+    for n in range(2):
+        any_store.push(Job(kind="k", payload=str(n), run_at=T0))
+    claimed = any_store.claim(T0, T0 + HOLD)
+    any_store.hold_back(claimed, T0 + timedelta(seconds=45))
+    any_store.pause("k", T0 + timedelta(seconds=30))
+    assert any_store.claim(T0 + timedelta(seconds=35), T0 + HOLD) is None
+    assert any_store.claim(T0 + timedelta(seconds=45), T0 + HOLD) is not None
