@@ -406,3 +406,21 @@ def test_a_pause_shorter_than_a_rates_hold_back_never_shortens_it(any_store: Any
     any_store.pause("k", T0 + timedelta(seconds=30))
     assert any_store.claim(T0 + timedelta(seconds=35), T0 + HOLD) is None
     assert any_store.claim(T0 + timedelta(seconds=45), T0 + HOLD) is not None
+
+
+def test_a_hold_back_of_a_one_at_a_time_job_retried_before_gives_its_key_back(
+    sqlite_engine: sa.Engine,
+) -> None:
+    # Found by the machine: MemoryStore gave no key back, where the SQL stores do.
+    machine = type("Found", (StoresAgree,), {"sql": _made(MODULES["sqlite"], sqlite_engine)})()
+    machine.push_unique(key="a", delay=0, priority=0)
+    machine.claim(most=1)
+    for name, store in machine.stores.items():
+        job = machine.tickets[0][name]
+        job.run_at, job.error = machine.now, "boom"
+        store.retry(job)
+    machine.claim(most=1)
+    for name, store in machine.stores.items():
+        store.hold_back(machine.tickets[1][name], machine.now)
+    machine.push_unique(key="a", delay=0, priority=0)  # the job put back is the one that waits
+    machine.the_same_jobs_would_be_claimed()

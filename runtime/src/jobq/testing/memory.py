@@ -204,7 +204,9 @@ class MemoryStore:
             row.job.attempts -= 1
             key = (row.job.kind, row.job.key)
             # As its claim found it: a job retried, or whose hold ran out, waited keyless.
-            if row.found_unique and key not in self._unique:
+            # A one-at-a-time job keeps its key for good, and takes it back, as the SQL
+            # stores' do.
+            if (row.found_unique or row.alone) and key not in self._unique:
                 self._unique[key] = row.job.id
                 row.unique = True
             self._wait(row)
