@@ -33,7 +33,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
-    initialize,
     invariant,
     precondition,
     rule,
@@ -47,9 +46,9 @@ T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 HOLD = timedelta(seconds=30)  # a claim's hold: the machine's clock moves past it at times
 
 PROFILES = {
-    # CI: about 20 s a store on these machines.
+    # The test command: under a minute for the three stores on these machines.
     "ci": settings(
-        max_examples=100,
+        max_examples=200,
         stateful_step_count=40,
         deadline=None,
         database=None,  # a failure prints its steps; no .hypothesis folder in the tree
@@ -145,7 +144,6 @@ class StoresAgree(RuleBasedStateMachine):
         self.values = itertools.count()
         self.labels: dict[str, dict[str, int]] = {name: {} for name in self.stores}
         self.tickets: list[dict[str, Job]] = []  # claims not yet settled, each store's copy
-        self.scheduled: dict[str, datetime] = {}
 
     # Helpers
 
@@ -157,6 +155,7 @@ class StoresAgree(RuleBasedStateMachine):
             run_at=self.now + timedelta(seconds=delay),
             key=key,
             priority=priority,
+            carried={"request_id": f"r{n}"} if n % 2 else None,  # kept through every move
             **OPTIONS[kind],
         )
 
@@ -178,22 +177,21 @@ class StoresAgree(RuleBasedStateMachine):
             f"{what}: sql {said['sql']!r}, memory {said['memory']!r}"
         )
 
-    def _seen(self, name: str, jobs: list[Job]) -> list[tuple[int, int, str, str]]:
-        return [(self.labels[name][j.id], j.attempts, j.kind, _key(j)) for j in jobs]
+    def _seen(self, name: str, jobs: list[Job]) -> list[tuple[Any, ...]]:
+        return [
+            (self.labels[name][j.id], j.attempts, j.kind, _key(j), j.run_at, j.carried)
+            for j in jobs
+        ]
 
     # Rules
-
-    @initialize()
-    def start(self) -> None:
-        pass
 
     @rule(kind=st.sampled_from([PLAIN, LIMITED, PAUSING]), delay=DELAYS, priority=PRIORITIES)
     def push(self, kind: str, delay: int, priority: int) -> None:
         self._agree("push", self._each(self._new(kind, delay, priority=priority), _push))
 
-    @rule(key=KEYS, delay=DELAYS, priority=PRIORITIES)
-    def push_unique(self, key: str, delay: int, priority: int) -> None:
-        job = self._new(ALONE, delay, key=key, priority=priority)
+    @rule(kind=st.sampled_from([ALONE, LATEST]), key=KEYS, delay=DELAYS, priority=PRIORITIES)
+    def push_unique(self, kind: str, key: str, delay: int, priority: int) -> None:
+        job = self._new(kind, delay, key=key, priority=priority)
         self._agree("push_unique", self._each(job, lambda s, j: s.push_unique(j)))
 
     @rule(key=KEYS, delay=DELAYS)
@@ -413,7 +411,7 @@ def test_a_hold_back_of_a_one_at_a_time_job_retried_before_gives_its_key_back(
 ) -> None:
     # Found by the machine: MemoryStore gave no key back, where the SQL stores do.
     machine = type("Found", (StoresAgree,), {"sql": _made(MODULES["sqlite"], sqlite_engine)})()
-    machine.push_unique(key="a", delay=0, priority=0)
+    machine.push_unique(kind=ALONE, key="a", delay=0, priority=0)
     machine.claim(most=1)
     for name, store in machine.stores.items():
         job = machine.tickets[0][name]
@@ -422,5 +420,7 @@ def test_a_hold_back_of_a_one_at_a_time_job_retried_before_gives_its_key_back(
     machine.claim(most=1)
     for name, store in machine.stores.items():
         store.hold_back(machine.tickets[1][name], machine.now)
-    machine.push_unique(key="a", delay=0, priority=0)  # the job put back is the one that waits
+    machine.push_unique(
+        kind=ALONE, key="a", delay=0, priority=0
+    )  # the job put back is the one that waits
     machine.the_same_jobs_would_be_claimed()
