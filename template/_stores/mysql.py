@@ -224,19 +224,24 @@ _MOVE = text("UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :
 
 # done, retry and fail are fenced by attempts: once a later claim has taken the
 # job (its hold ran out), the late answer of the earlier one changes nothing.
-_DONE = text("DELETE FROM jobs WHERE id = :id AND attempts = :attempts AND failed_at IS NULL")
+# And by the hold: once a hold-back took its attempt back, a claim before it
+# has the same attempts, but the job is no longer held (held_until 0).
+_DONE = text(
+    "DELETE FROM jobs"
+    " WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0"
+)
 
 _RETRY = text(
     """
     UPDATE jobs SET run_at = :run_at, held_until = 0, error = :error
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 )
 
 _FAIL = text(
     """
     UPDATE jobs SET failed_at = :failed_at, held_until = 0, error = :error
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 )
 
@@ -248,7 +253,7 @@ _FAIL = text(
 # hint only in its many-table form.)
 _DONE_MANY = text(
     "DELETE jobs FROM jobs FORCE INDEX (PRIMARY) "
-    "WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL"
+    "WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0"
 )
 
 # Each retry and fail has values of its own: a JSON array of them, as a table.
@@ -264,7 +269,7 @@ _RETRY_MANY = text(
     UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
         ON jobs.id = settle.id AND jobs.attempts = settle.attempts
     SET jobs.run_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
-    WHERE jobs.failed_at IS NULL
+    WHERE jobs.failed_at IS NULL AND jobs.held_until > 0
     """
 )
 
@@ -273,7 +278,7 @@ _FAIL_MANY = text(
     UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
         ON jobs.id = settle.id AND jobs.attempts = settle.attempts
     SET jobs.failed_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
-    WHERE jobs.failed_at IS NULL
+    WHERE jobs.failed_at IS NULL AND jobs.held_until > 0
     """
 )
 
@@ -309,7 +314,7 @@ _HOLD_KIND = text(
 _PUT_BACK = text(
     """
     UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 )
 

@@ -357,6 +357,8 @@ _SCHEDULE = text(
 
 # Every settle is fenced by (id, attempts): once a later claim has taken the
 # job (its hold ran out), the late answer of the earlier one changes nothing.
+# And by the hold: once a hold-back took its attempt back, a claim before it
+# has the same attempts, but the job is no longer held (held_until 0).
 # One statement for all three; a limited kind's settle notifies, so a claim of
 # that kind waiting on another instance tries again at once.
 _SETTLE = text(
@@ -366,6 +368,7 @@ _SETTLE = text(
         USING unnest(CAST(:done_ids AS bigint[]), CAST(:done_attempts AS integer[]))
             AS given (id, attempts)
         WHERE jobs.id = given.id AND jobs.attempts = given.attempts AND jobs.failed_at IS NULL
+            AND jobs.held_until > 0
         RETURNING jobs.kind, jobs.alone_key, jobs.at_once
     ),
     retried AS (
@@ -375,6 +378,7 @@ _SETTLE = text(
             CAST(:retry_run_at AS bigint[]), CAST(:retry_errors AS text[])
         ) AS given (id, attempts, run_at, error)
         WHERE jobs.id = given.id AND jobs.attempts = given.attempts AND jobs.failed_at IS NULL
+            AND jobs.held_until > 0
         RETURNING jobs.kind, jobs.alone_key, jobs.at_once
     ),
     failed AS (
@@ -384,6 +388,7 @@ _SETTLE = text(
             CAST(:fail_at AS bigint[]), CAST(:fail_errors AS text[])
         ) AS given (id, attempts, failed_at, error)
         WHERE jobs.id = given.id AND jobs.attempts = given.attempts AND jobs.failed_at IS NULL
+            AND jobs.held_until > 0
         RETURNING jobs.kind, jobs.alone_key, jobs.at_once
     ),
     limited AS (
@@ -425,7 +430,7 @@ _HOLD_BACK = text(
             WHERE waiting.kind = :kind AND waiting.unique_key = :unique_key
         )
     )
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 )
 

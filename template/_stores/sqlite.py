@@ -213,19 +213,24 @@ _PUSH_LATEST = text(
 
 # done, retry and fail are fenced by attempts: once a later claim has taken the
 # job (its hold ran out), the late answer of the earlier one changes nothing.
-_DONE = text("DELETE FROM jobs WHERE id = :id AND attempts = :attempts AND failed_at IS NULL")
+# And by the hold: once a hold-back took its attempt back, a claim before it
+# has the same attempts, but the job is no longer held (held_until 0).
+_DONE = text(
+    "DELETE FROM jobs"
+    " WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0"
+)
 
 _RETRY = text(
     """
     UPDATE jobs SET run_at = :run_at, held_until = 0, error = :error
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 )
 
 _FAIL = text(
     """
     UPDATE jobs SET failed_at = :failed_at, held_until = 0, error = :error
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 )
 
@@ -250,6 +255,7 @@ def _done_many(n: int) -> TextClause:
         DELETE FROM jobs WHERE failed_at IS NULL AND id IN (
             SELECT held.id FROM fence
             JOIN jobs AS held ON held.id = fence.id AND held.attempts = fence.attempts
+            WHERE held.held_until > 0
         )
         """
     )
@@ -263,6 +269,7 @@ def _retry_many(n: int) -> TextClause:
         WITH {cte}
         UPDATE jobs SET run_at = fence.run_at, held_until = 0, error = fence.error FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
+          AND jobs.held_until > 0
         """
     )
 
@@ -276,6 +283,7 @@ def _fail_many(n: int) -> TextClause:
         UPDATE jobs SET failed_at = fence.failed_at, held_until = 0, error = fence.error
         FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
+          AND jobs.held_until > 0
         """
     )
 
@@ -314,7 +322,7 @@ _HOLD_BACK = text(
             SELECT 1 FROM jobs WHERE kind = :kind AND unique_key = :unique_key
         )
     )
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 )
 

@@ -424,3 +424,24 @@ def test_a_hold_back_of_a_one_at_a_time_job_retried_before_gives_its_key_back(
         kind=ALONE, key="a", delay=0, priority=0
     )  # the job put back is the one that waits
     machine.the_same_jobs_would_be_claimed()
+
+
+@pytest.mark.parametrize("how", ["done", "retry", "fail", "settle_many"])
+def test_a_late_settle_of_a_job_held_back_since_leaves_it_waiting(any_store: Any, how: str) -> None:
+    # Found by the machine: the hold-back took the attempt back, so the first
+    # claim's attempts matched again, and the SQL stores let its late done delete
+    # the job that waited.
+    any_store.push(Job(kind="k", payload="{}", run_at=T0))
+    first = any_store.claim(T0, T0 + HOLD)
+    later = T0 + HOLD + timedelta(seconds=1)
+    second = any_store.claim(later, later + HOLD)  # the first claim's hold ran out
+    assert (first.attempts, second.attempts) == (1, 2)
+    any_store.hold_back(second, later)
+    first.error, first.run_at = "late", later + timedelta(days=1)
+    if how == "settle_many":
+        any_store.settle_many(done=[first])
+    else:
+        getattr(any_store, how)(first)
+    assert any_store.failed() == []
+    [waiting] = any_store.claim_many(later, later + HOLD, 10)
+    assert (waiting.id, waiting.attempts, waiting.run_at) == (first.id, 2, T0)
