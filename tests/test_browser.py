@@ -13,11 +13,8 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -26,6 +23,7 @@ from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from serving import serving, until
 from sqlalchemy.pool import NullPool
 
 from apps import APP, ROOT, Installed
@@ -38,7 +36,6 @@ if TYPE_CHECKING:
     from selenium.webdriver.remote.webelement import WebElement
 
 PASSWORD = "page-test-password"
-LIVENESS = 60.0  # seconds: far longer than any wait here takes on a loaded machine
 
 
 @pytest.fixture(scope="session")
@@ -70,49 +67,6 @@ def browser(chromium: tuple[str, str]) -> Iterator[webdriver.Chrome]:
         yield chrome
     finally:
         chrome.quit()
-
-
-def _until(what: Callable[[], object], about: str) -> None:
-    deadline = time.monotonic() + LIVENESS
-    while not what():
-        assert time.monotonic() < deadline, f"not so after {LIVENESS}s: {about}"
-        time.sleep(0.1)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-@contextlib.contextmanager
-def _serving(app: Installed, env: dict[str, str], log: Path) -> Iterator[int]:
-    """``./myapp serve`` on a free loopback port, as a user starts it; stopped as Ctrl-C does."""
-    port = _free_port()
-    with log.open("w") as out:
-        server = subprocess.Popen(
-            [f"./{APP}", "serve", "--port", str(port)],
-            cwd=app.folder,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        _until(lambda: server.poll() is not None or _listening(port), "the app listens")
-        assert server.poll() is None, f"./{APP} serve ended:\n{log.read_text()}"
-        yield port
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(LIVENESS)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 @pytest.mark.parametrize("db", ["sqlite", "postgres", "mysql"])
@@ -148,7 +102,7 @@ def test_an_operator_runs_a_failed_job_again_from_the_page(
         # User 1 signs up now (with a welcome mail of its own), so job 1 runs well a second time.
         myapp("sign-up", "ann@example.com")
 
-        with _serving(app, env, tmp_path / "serve.log") as port:
+        with serving(app, env, tmp_path / "serve.log") as port:
             _run_job_1_again(browser, port, tmp_path / f"page-{db}.png")
             engine = sa.create_engine(url, poolclass=NullPool)
             try:
@@ -159,7 +113,7 @@ def test_an_operator_runs_a_failed_job_again_from_the_page(
                         return conn.exec_driver_sql(mails).scalar() == 1
 
                 # The queue ran job 1 (and the sign-up's mail): of the mails, job 2 is kept, failed.
-                _until(ran, "the serving app's queue ran the job run again")
+                until(ran, "the serving app's queue ran the job run again")
             finally:
                 engine.dispose()
             browser.refresh()
@@ -197,7 +151,7 @@ def _run_job_1_again(browser: webdriver.Chrome, port: int, screenshot: Path) -> 
     assert row is not None, browser.page_source
     assert "user 1 has gone" in row.text
     # The page's script shows each time in the reader's zone too.
-    _until(lambda: browser.find_elements(By.CSS_SELECTOR, "span.local"), "local times")
+    until(lambda: browser.find_elements(By.CSS_SELECTOR, "span.local"), "local times")
     assert "Asia/Tokyo" in browser.find_element(By.CSS_SELECTOR, "span.local").text
 
     # The job's own page, then back to run it again from the list.
@@ -208,7 +162,7 @@ def _run_job_1_again(browser: webdriver.Chrome, port: int, screenshot: Path) -> 
     row = _row(browser, "1")
     assert row is not None
     row.find_element(By.CSS_SELECTOR, "button").click()
-    _until(
+    until(
         lambda: "1 job back to run" in _text(browser, "main"),
         "the page says the job is back to run",
     )
