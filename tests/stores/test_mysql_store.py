@@ -8,38 +8,24 @@ on such a warning, so a deadlock that a retry hid still fails the test.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+import sources
 import sqlalchemy as sa
 from jobq import Job
 from jobq.testing import at_once
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 HOLD = T0 + timedelta(hours=1)  # no hold runs out in these tests: `now` stays T0
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-mysql = _load(ROOT / "template/_stores/mysql.py", "jobs_db_mysql_limits")
+mysql = sources.store("mysql")
 
 
 @pytest.fixture

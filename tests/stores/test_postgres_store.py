@@ -8,39 +8,25 @@ lock rows are taken in one order (the server counts no deadlock).
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+import sources
 import sqlalchemy as sa
 from jobq import Job
 from jobq.testing import at_once
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 HOLD = T0 + timedelta(minutes=5)
 WAKE = 5.0  # seconds: a wake comes in milliseconds; this only bounds a failing test
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-postgres = _load(ROOT / "template/_stores/postgres.py", "jobs_db_postgres_races")
+postgres = sources.store("postgres")
 
 
 @pytest.fixture

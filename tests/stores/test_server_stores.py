@@ -9,8 +9,6 @@ claim's index does with a big table.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +19,7 @@ from typing import Any
 
 import jobq
 import pytest
+import sources
 import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
@@ -31,25 +30,14 @@ ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-postgres = _load(ROOT / "template/_stores/postgres.py", "jobs_db_postgres")
-mysql = _load(ROOT / "template/_stores/mysql.py", "jobs_db_mysql")
+postgres = sources.store("postgres")
+mysql = sources.store("mysql")
 MODULES = {"postgres": postgres, "mysql": mysql}
 
 
 def _migrations(db: str) -> list[ModuleType]:
     """The template's migrations of ``db``, 0001_jobs, 0002_jobs, ..., in the order they run."""
-    paths = sorted((ROOT / "template/_migrations" / db).glob("[0-9][0-9][0-9][0-9]_*.py"))
-    migrations = [_load(path, f"migration_{db}_{path.stem}") for path in paths]
+    migrations = sources.migrations(db)
     # Each revises the one before it, as Alembic will run them.
     assert [m.down_revision for m in migrations] == [None] + [m.revision for m in migrations[:-1]]
     return migrations
@@ -141,7 +129,7 @@ def test_the_migration_makes_what_the_store_expects(
 
 
 # The one comparison of schemas, which the rendered apps' tests/test_schema.py runs too.
-_shape = _load(ROOT / "template/tests/schema_shape.py", "schema_shape").shape
+_shape = sources.load(ROOT / "template/tests/schema_shape.py", "schema_shape").shape
 
 
 def test_a_push_in_the_apps_transaction_is_kept_with_it_or_not_at_all(

@@ -10,17 +10,15 @@ reads, and what the claim's statements read.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sqlite3
-import sys
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import sources
 import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
@@ -31,26 +29,12 @@ from jobq.testing import InTransaction, StoreSuite
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 HOLD = timedelta(minutes=5)
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-sqlite = _load(ROOT / "template/_stores/sqlite.py", "jobs_db_sqlite")
-MIGRATIONS = {
-    name: _load(ROOT / "template/_migrations/sqlite" / f"{name}.py", f"migration_sqlite_{name}")
-    for name in ("0001_jobs", "0002_jobs")
-}
+sqlite = sources.store("sqlite")
+MIGRATIONS = {m.revision: m for m in sources.migrations("sqlite")}
 
 
 def _migrate(engine: sa.Engine, *names: str, down: bool = False) -> None:

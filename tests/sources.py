@@ -1,0 +1,43 @@
+"""The template's sources as modules, for the tests and benchmarks that run them unrendered.
+
+A rendered app imports its Store as ``jobs_db``; here each database's source
+(``template/_stores/<db>.py``) and its migrations load from the template as
+they are, under names of their own, once per process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(path: Path, name: str) -> ModuleType:
+    """The module at ``path``, as ``name`` in ``sys.modules`` (its dataclasses look it up there)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no Python module at {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def store(db: str) -> ModuleType:
+    """The Store of ``db`` (sqlite, postgres or mysql): the rendered app's ``jobs_db``."""
+    return load(ROOT / "template" / "_stores" / f"{db}.py", f"jobs_db_{db}")
+
+
+def migrations(db: str) -> list[ModuleType]:
+    """The jobs tables' migrations of ``db``, in the order they run."""
+    paths = sorted((ROOT / "template" / "_migrations" / db).glob("[0-9][0-9][0-9][0-9]_*.py"))
+    return [load(path, f"migration_{db}_{path.stem}") for path in paths]
