@@ -19,14 +19,12 @@ settle_many of the batch (jobs per second).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 
 import sqlalchemy as sa
 from jobq import Job
@@ -34,22 +32,15 @@ from jobq import Job
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import sources  # noqa: E402
+
 from dbfixtures import fresh_database  # noqa: E402
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 HOLD = timedelta(minutes=5)
 
 
-def _store() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("jobs_db", ROOT / "template/_stores/postgres.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pg = _store()
+pg = sources.store("postgres")
 
 
 def fill(engine: sa.Engine, n: int, due: bool) -> None:

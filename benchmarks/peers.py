@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.util
 import json
 import logging
 import os
@@ -58,6 +57,8 @@ from jobq import rows
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
+
+import sources  # noqa: E402
 
 from dbfixtures import ENV, fresh_database  # noqa: E402
 
@@ -111,17 +112,6 @@ def peer_seconds(python: Path, *args: str) -> tuple[float, str]:
 
 
 # --- our queue ---------------------------------------------------------------------
-
-
-def load_store(db: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        f"jobs_db_{db}", ROOT / f"template/_stores/{db}.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def clear(engine: sa.Engine) -> None:
@@ -549,7 +539,7 @@ def main() -> None:
         folder = Path(tmp)
         places: dict[str, tuple[ModuleType, str, str]] = {}
         for db in dbs:
-            module = load_store(db)
+            module = sources.store(db)
             url = stack.enter_context(database(db, folder))
             make_schema(module, url)
             peer_url = str(folder / "huey.sqlite3")

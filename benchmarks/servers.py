@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.util
 import logging
 import os
 import statistics
@@ -42,6 +41,8 @@ import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "stores")]
+
+import sources  # noqa: E402
 
 from dbfixtures import ENV, fresh_database  # noqa: E402
 from trips import counting  # noqa: E402
@@ -80,17 +81,6 @@ _FILL = {
     """,
 }
 _ANALYZE = {"postgres": "ANALYZE jobs", "mysql": "ANALYZE TABLE jobs", "sqlite": "ANALYZE"}
-
-
-def _load(db: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        f"jobs_db_{db}", ROOT / f"template/_stores/{db}.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @contextlib.contextmanager
@@ -290,7 +280,7 @@ def main() -> None:
     logging.getLogger("jobq").setLevel(logging.WARNING)
     print(f"python {sys.version.split()[0]}, SQLAlchemy {sa.__version__}, {os.cpu_count()} cores")
     for db in args.only or DATABASES:
-        module = _load(db)
+        module = sources.store(db)
         with _database(db) as url:
             print(f"\n## {NAMES[db]}" + _version(module, url))
             print("\nper operation            round trips   median ms")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import statistics
 import sys
@@ -34,6 +33,8 @@ import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+
+import sources  # noqa: E402
 
 from dbfixtures import ENV, fresh_database  # noqa: E402
 
@@ -81,17 +82,6 @@ _SETTLE = {
 _EXPLAIN = {"postgres": "EXPLAIN ", "mysql": "EXPLAIN ", "sqlite": "EXPLAIN QUERY PLAN "}
 
 
-def _load(db: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        f"jobs_db_{db}", ROOT / f"template/_stores/{db}.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @contextlib.contextmanager
 def _database(db: str) -> Iterator[str]:
     if db == "sqlite":
@@ -136,7 +126,7 @@ def _plan(db: str, module: ModuleType, engine: sa.Engine) -> str:
 
 
 def measure(db: str, n: int, repeat: int) -> None:
-    module = _load(db)
+    module = sources.store(db)
     with _database(db) as url:
         engine = module.make_engine(url)
         try:

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import jobq
@@ -29,19 +27,11 @@ import jobq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import sources  # noqa: E402
+
 from dbfixtures import fresh_database  # noqa: E402
 
-
-def _store() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("jobs_db", ROOT / "template/_stores/postgres.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pg = _store()
+pg = sources.store("postgres")
 
 
 class _Deaf:
