@@ -23,10 +23,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import statistics
 import sys
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import sources  # noqa: E402
+from claiming import HOLD, NOW, sizes  # noqa: E402
 
 from dbfixtures import fresh_database  # noqa: E402
-
-NOW = datetime(2030, 1, 1, tzinfo=UTC)
-HOLD = timedelta(minutes=5)
-
 
 my = sources.store("mysql")
 
@@ -85,22 +80,6 @@ def purged(engine: sa.Engine, timeout: float = 120.0) -> None:
         if found is None or int(found.group(1)) < 100:
             return
         time.sleep(0.5)
-
-
-def timed_claims(jobs: Any, n: int, most: int) -> list[float]:
-    """Push n due jobs ahead of the rest (higher priority), then claim them, ``most`` a claim."""
-    for i in range(n):
-        jobs.push(Job(kind="welcome", payload=f'{{"user":{i}}}', run_at=NOW, priority=1))
-    took = []
-    for _ in range(n // most):
-        started = time.perf_counter()
-        got = jobs.claim_many(NOW, NOW + HOLD, most) if most > 1 else [jobs.claim(NOW, NOW + HOLD)]
-        took.append(time.perf_counter() - started)
-        assert len(got) == most
-        assert got[0] is not None
-        assert got[0].kind == "welcome"
-        jobs.settle_many(done=got)
-    return took
 
 
 def plan(engine: sa.Engine) -> list[dict[str, Any]]:
@@ -221,30 +200,17 @@ def main() -> None:
             f"cycle of claim_many(10) + settle_many: {cycle:,.0f} jobs/s; raw driver's cycle "
             f"of 10: {raw:,.0f} jobs/s ({cycle / raw:.2f}x; the issue wants at least 0.5x)"
         )
-        medians: dict[tuple[str, int, int], float] = {}
-        for due in (False, True):
-            what = "due" if due else "waiting/failed"
-            for size in (100, args.big):
-                fill(engine, size, due)
-                for most in (1, 10):
-                    took = timed_claims(jobs, args.jobs, most)
-                    medians[(what, size, most)] = statistics.median(took)
-                    print(
-                        f"claim_many({most:2}) with {size:>9,} {what:>14} jobs behind: "
-                        f"median {statistics.median(took) * 1e6:7.0f} us"
-                    )
-                if size == args.big:
-                    [main_table] = [p for p in plan(engine) if p["table"] == "due"]
-                    print(
-                        f"  plan: key={main_table['key']} type={main_table['type']} "
-                        f"extra={main_table['Extra']}"
-                    )
-                    assert main_table["key"] == "jobs_due", "the claim does not read jobs_due"
-                    assert "filesort" not in (main_table["Extra"] or ""), "the claim sorts"
-        for what in ("waiting/failed", "due"):
-            for most in (1, 10):
-                ratio = medians[(what, args.big, most)] / medians[(what, 100, most)]
-                print(f"ratio {args.big:,}/100 {what:>14}, claim_many({most:2}): {ratio:.2f}x")
+
+        def checked(_: bool) -> None:
+            [main_table] = [p for p in plan(engine) if p["table"] == "due"]
+            print(
+                f"  plan: key={main_table['key']} type={main_table['type']} "
+                f"extra={main_table['Extra']}"
+            )
+            assert main_table["key"] == "jobs_due", "the claim does not read jobs_due"
+            assert "filesort" not in (main_table["Extra"] or ""), "the claim sorts"
+
+        sizes(jobs, lambda n, due: fill(engine, n, due), args.big, args.jobs, checked)
 
         engine.dispose()
 

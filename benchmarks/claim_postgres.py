@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -33,12 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import sources  # noqa: E402
+from claiming import HOLD, NOW, sizes  # noqa: E402
 
 from dbfixtures import fresh_database  # noqa: E402
-
-NOW = datetime(2030, 1, 1, tzinfo=UTC)
-HOLD = timedelta(minutes=5)
-
 
 pg = sources.store("postgres")
 
@@ -65,22 +60,6 @@ def fill(engine: sa.Engine, n: int, due: bool) -> None:
         conn.exec_driver_sql("VACUUM ANALYZE jobs")
 
 
-def timed_claims(jobs: pg.Jobs, n: int, most: int) -> list[float]:
-    """Push n due jobs ahead of the rest (higher priority), then claim them, ``most`` a claim."""
-    for i in range(n):
-        jobs.push(Job(kind="welcome", payload=f'{{"user":{i}}}', run_at=NOW, priority=1))
-    took = []
-    for _ in range(n // most):
-        started = time.perf_counter()
-        got = jobs.claim_many(NOW, NOW + HOLD, most) if most > 1 else [jobs.claim(NOW, NOW + HOLD)]
-        took.append(time.perf_counter() - started)
-        assert len(got) == most
-        assert got[0] is not None
-        assert got[0].kind == "welcome"
-        jobs.settle_many(done=got)
-    return took
-
-
 def plan(engine: sa.Engine) -> str:
     sql = str(pg._driver_sql(pg._CLAIM))
     for name, value in (("now", pg.rows.ms(NOW)), ("until", pg.rows.ms(NOW + HOLD)), ("most", 10)):
@@ -103,26 +82,14 @@ def main() -> None:
             for statement in pg.SCHEMA:
                 conn.exec_driver_sql(statement)
         jobs = pg.Jobs(engine)
-        medians: dict[tuple[str, int, int], float] = {}
-        for due in (False, True):
-            what = "due" if due else "waiting/failed"
-            for size in (100, args.big):
-                fill(engine, size, due)
-                for most in (1, 10):
-                    took = timed_claims(jobs, args.jobs, most)
-                    medians[(what, size, most)] = statistics.median(took)
-                    print(
-                        f"claim_many({most:2}) with {size:>9,} {what:>14} jobs behind: "
-                        f"median {statistics.median(took) * 1e6:7.0f} us"
-                    )
-                if size == args.big and not due:
-                    shown = plan(engine)
-                    print(shown)
-                    assert "jobs_due" in shown, "the claim does not read jobs_due"
-        for what in ("waiting/failed", "due"):
-            for most in (1, 10):
-                ratio = medians[(what, args.big, most)] / medians[(what, 100, most)]
-                print(f"ratio {args.big:,}/100 {what:>14}, claim_many({most:2}): {ratio:.2f}x")
+
+        def checked(due: bool) -> None:
+            if not due:
+                shown = plan(engine)
+                print(shown)
+                assert "jobs_due" in shown, "the claim does not read jobs_due"
+
+        sizes(jobs, lambda n, due: fill(engine, n, due), args.big, args.jobs, checked)
         fill(engine, 0, False)
 
         n = args.jobs * 2
