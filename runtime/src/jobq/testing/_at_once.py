@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from jobq.store import AtOnceStore, HoldBackStore, Store
-from jobq.testing._support import CLAIMS, at, at_once, claims_of, drain, job, run_every_job
+from jobq.store import AtOnceStore, Store
+from jobq.testing._support import (
+    CLAIMS,
+    LET_GO,
+    at,
+    at_once,
+    claims_of,
+    drain,
+    job,
+    let_go,
+    run_every_job,
+)
 
 __all__ = ["AtOnceStorePromises"]
 
@@ -60,11 +70,9 @@ class AtOnceStorePromises:
             "every held job of the kind counts toward at_once, its own at_once or not"
         )
 
-    @pytest.mark.parametrize("how", ["done", "fail", "retry", "hold ran out", "hold_back"])
+    @LET_GO
     def test_a_place_is_free_again_once_a_held_job_lets_it_go(self, store: Store, how: str) -> None:
         _at_once_store(store)
-        if how == "hold_back" and not isinstance(store, HoldBackStore):
-            pytest.skip("the store is not a HoldBackStore")
         store.push(job(kind="resize", payload='"first"', at_once=1))
         running = store.claim(at(0), at(300))
         assert running is not None
@@ -72,17 +80,7 @@ class AtOnceStorePromises:
         following = job(kind="resize", payload='"next"', at_once=1, priority=1)
         store.push(following)
         assert store.claim(at(1), at(300)) is None
-        if how == "done":
-            store.done(running)
-        elif how == "fail":
-            running.error, running.failed_at = "gone", at(1)
-            store.fail(running)
-        elif how == "retry":
-            running.run_at, running.error = at(500), "later"
-            store.retry(running)
-        elif how == "hold_back":
-            assert isinstance(store, HoldBackStore)
-            store.hold_back(running, at(2))
+        let_go(store, running, how)
         claimed = store.claim(at(300), at(600))
         assert claimed is not None, f"once a held job's {how}, its place is free"
         assert claimed.id == following.id

@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 
 from jobq.job import Job
-from jobq.store import FailedStore, HoldBackStore, OneAtATimeStore, Store
-from jobq.testing._support import CLAIMS, at, at_once, claims_of, drain, job, run_every_job
+from jobq.store import FailedStore, OneAtATimeStore, Store
+from jobq.testing._support import (
+    CLAIMS,
+    LET_GO,
+    at,
+    at_once,
+    claims_of,
+    drain,
+    job,
+    let_go,
+    run_every_job,
+)
 
 __all__ = ["OneAtATimeStorePromises"]
 
@@ -79,28 +89,16 @@ class OneAtATimeStorePromises:
             "keys are kept apart by kind, and the passed-over job keeps no other waiting"
         )
 
-    @pytest.mark.parametrize("how", ["done", "fail", "retry", "hold ran out", "hold_back"])
+    @LET_GO
     def test_the_next_job_of_a_key_is_claimed_once_the_held_one_lets_it_go(
         self, store: Store, how: str
     ) -> None:
         alone = _one_at_a_time_store(store)
-        if how == "hold_back" and not isinstance(store, HoldBackStore):
-            pytest.skip("the store is not a HoldBackStore")
         running = _running(alone)
         # Of priority 1, so that it comes before the running job when that is due again.
         following = _alone(priority=1)
         alone.push_unique(following)
-        if how == "done":
-            store.done(running)
-        elif how == "fail":
-            running.error, running.failed_at = "gone", at(1)
-            store.fail(running)
-        elif how == "retry":
-            running.run_at, running.error = at(500), "later"
-            store.retry(running)
-        elif how == "hold_back":
-            assert isinstance(store, HoldBackStore)
-            store.hold_back(running, at(2))
+        let_go(store, running, how)
         claimed = store.claim(at(300), at(600))
         assert claimed is not None, f"once the held job's {how}, the next of its key is claimed"
         assert claimed.id == following.id

@@ -11,7 +11,7 @@ from typing import TypeVar
 import pytest
 
 from jobq.job import Job
-from jobq.store import BatchStore, Store
+from jobq.store import BatchStore, HoldBackStore, Store
 
 # Times in the suite are fixed, whole milliseconds (what SQL stores keep), and far
 # from now, so that no store can pass by reading its own clock.
@@ -90,6 +90,27 @@ def drain(store: Store, now: datetime = FAR) -> list[Job]:
 # The concurrency tests run once claiming one job at a time, and once with
 # claim_many when the store is a BatchStore: a batch must keep every limit too.
 CLAIMS = pytest.mark.parametrize("claims", ["claim", "claim_many"])
+
+# The ways a held job lets its place go, for ``let_go``.
+LET_GO = pytest.mark.parametrize("how", ["done", "fail", "retry", "hold ran out", "hold_back"])
+
+
+def let_go(store: Store, running: Job, how: str) -> None:
+    """Let ``running`` (claimed at 0, held until 300) go ``how``; a claim at 300 is after it."""
+    if how == "done":
+        store.done(running)
+    elif how == "fail":
+        running.error, running.failed_at = "gone", at(1)
+        store.fail(running)
+    elif how == "retry":
+        running.run_at, running.error = at(500), "later"
+        store.retry(running)
+    elif how == "hold_back":
+        if not isinstance(store, HoldBackStore):
+            pytest.skip("the store is not a HoldBackStore")
+        store.hold_back(running, at(2))
+    # "hold ran out": nothing; the claim at 300 is past it.
+
 
 Claim = Callable[[datetime, datetime], list[Job]]
 
