@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextvars
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -219,3 +221,17 @@ async def test_apush_carries_from_the_pushing_context_not_the_store_thread() -> 
     claimed = store.claim(datetime.now(UTC), datetime.now(UTC) + timedelta(minutes=1))
     assert claimed is not None
     assert claimed.carried == {"request_id": "ASYNC1"}
+
+
+def test_every_line_the_runner_logs_about_a_job_says_what_it_carried() -> None:
+    """Each ``say(..., job=...)`` of the runner passes ``also=``: a request's ID is on each."""
+    source = Path(jobq.__file__).with_name("runner.py")
+    missing = [
+        node.lineno
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) == "say"
+        and {"job"} <= {k.arg for k in node.keywords}
+        and "also" not in {k.arg for k in node.keywords}
+    ]
+    assert missing == [], f"runner.py lines about a job without also=carried_fields: {missing}"

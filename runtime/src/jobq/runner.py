@@ -427,6 +427,7 @@ class Runner:
                         kind=job.kind,
                         job=job.id,
                         attempt=job.attempts,
+                        also=carried_fields(job.carried),
                     )
                     self._held.pop(job.id, None)
 
@@ -541,6 +542,7 @@ class Runner:
                 "the queue waits for a job's thread, which cannot be cancelled",
                 kind=job.kind,
                 job=job.id,
+                also=carried_fields(job.carried),
             )
             try:
                 async with asyncio.timeout_at(started + timeout):
@@ -689,6 +691,7 @@ class Runner:
                 "on_fail is not run: the job's value did not fit its type",
                 kind=job.kind,
                 job=job.id,
+                also=carried_fields(job.carried),
             )
             return
         assert error is not None
@@ -780,4 +783,11 @@ async def _outlive(thread: asyncio.Future[Any], job: Job) -> None:
         err = ""
     except Exception as e:
         err = str(e)
-    say(logging.INFO, "a timed-out job's thread has ended", kind=job.kind, job=job.id, err=err)
+    say(
+        logging.INFO,
+        "a timed-out job's thread has ended",
+        kind=job.kind,
+        job=job.id,
+        err=err,
+        also=carried_fields(job.carried),
+    )
