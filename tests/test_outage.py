@@ -11,6 +11,8 @@ poll, with no traceback; a push meanwhile fails with the store's error, which
 names the cause; once the database is back, the queue runs on by itself. No
 job pushed is lost, and none runs twice but those whose settle the outage cut
 off (they run again once their hold runs out). The figures are printed.
+
+``JOBQ_TEST_OUTAGE=30`` makes the outage 30 seconds, as a nightly run may.
 """
 
 from __future__ import annotations
