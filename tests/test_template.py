@@ -379,3 +379,16 @@ def test_copier_update_from_the_previous_release_keeps_the_jobs_and_gives_no_id_
         assert f"prune-jobs job {first}, attempt 1: done" in myapp("jobs", "run-due")
         second = int(myapp("jobs", "push", "prune-jobs").split()[-1].rstrip("."))
         assert second > first
+
+
+@pytest.mark.parametrize("db", ["postgres", "mysql"])
+def test_the_apps_tests_without_a_test_database_stop_with_one_line(
+    db: str, apps: Callable[[str], Installed]
+) -> None:
+    app = apps(db)
+    env = {k: v for k, v in app.env().items() if k != "TEST_DATABASE_URL"}
+    tests = app.run(app.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", env=env)
+    assert tests.returncode != 0
+    said = [line for line in (tests.stdout + tests.stderr).splitlines() if line.strip()]
+    assert len(said) == 1, said
+    assert said[0].startswith(f"ERROR: set TEST_DATABASE_URL to a {db} server's URL"), said

@@ -7,6 +7,7 @@ database they are given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import jobq
@@ -20,6 +21,7 @@ from .request_id import CarryRequestId
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import timedelta
 
     from sqlalchemy.engine import Engine
 
@@ -56,6 +58,27 @@ class App:
         # The workers can't see the job before the commit: tell them it's there.
         self.queue.wake()
         return user, job
+
+    def pause(self, kind: str, for_: timedelta | None = None) -> datetime | None:
+        """Claim no job of ``kind``, on any instance, for ``for_`` or until ``resume``.
+
+        Its jobs wait in the table, and pushes go on; return the time it is paused until.
+        """
+        if kind not in self.queue.kinds:
+            raise jobq.ConfigError(f"no kind {kind!r}: the app's kinds are {self.kind_names()}")
+        until = None if for_ is None else datetime.now(UTC) + for_
+        self.jobs.pause(kind, until)
+        return until
+
+    def resume(self, kind: str) -> bool:
+        """Let ``kind``'s jobs be claimed again on every instance; say whether it was paused."""
+        resumed = self.jobs.resume(kind)
+        self.queue.wake()  # this instance's; the others see it within a poll
+        return resumed
+
+    def kind_names(self) -> str:
+        """The app's kinds, for messages: ``flaky, prune-jobs, welcome-mail``."""
+        return ", ".join(sorted(self.queue.kinds))
 
 
 def make_app(

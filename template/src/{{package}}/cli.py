@@ -9,8 +9,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import jobq
 import pydantic
@@ -22,11 +23,14 @@ from sqlalchemy.engine import make_url
 from . import settings, web
 from .app import make_app
 from .kinds import KEEP_FAILED
+from .migrate import Unmigrated, check, current_at
 from .migrate import migrate as run_migrations
 from .web import QueueDied
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+
+    from .app import App
 
 NAME = settings.APP_NAME
 
@@ -42,10 +46,11 @@ cli = typer.Typer(
 )
 jobs_cli = typer.Typer(
     help=(
-        "The app's jobs. With no command, list the jobs that failed for good; "
-        "retry runs them again, prune deletes the old ones, push adds a job of one "
-        "of the app's kinds, run-due runs what is due now, and stats counts each kind's "
-        "jobs by state."
+        "The app's jobs. With no command, list the jobs that failed for good and the "
+        "kinds that are paused; retry runs them again, prune deletes the old ones, push "
+        "adds a job of one of the app's kinds, run-due runs what is due now, pause holds "
+        "a kind's jobs on every instance, resume lets them run again, and stats counts "
+        "each kind's jobs by state."
     ),
     add_completion=False,
 )
@@ -54,21 +59,103 @@ cli.add_typer(jobs_cli, name="jobs")
 
 @contextlib.contextmanager
 def clear_errors() -> Iterator[None]:
-    """A database or setup error as one line and exit status 1, rather than a traceback."""
+    """A database or setup error as one line and exit status 1, rather than a traceback.
+
+    Every command runs in it. A driver's error, as it is or under the store's
+    own, says what DATABASE_URL names and what to check.
+    """
     try:
         yield
-    except (jobq.JobqError, CommandError, QueueDied) as e:
-        _exit(str(e))
-    except exc.DBAPIError as e:
-        _exit(str(e.orig))
-    except exc.SQLAlchemyError as e:
-        _exit(str(e).splitlines()[0])
+    except (jobq.JobqError, CommandError, QueueDied, Unmigrated, exc.SQLAlchemyError) as e:
+        _exit(_explain(e))
 
 
-def _exit(message: str) -> None:
+@contextlib.contextmanager
+def _app(workers: int = 0, observe: Callable[[jobq.Ran], None] | None = None) -> Iterator[App]:
+    """The app on DATABASE_URL's database, which has its tables; errors as one line."""
+    with clear_errors(), make_app(workers=workers, observe=observe) as app:
+        check(app.engine)
+        yield app
+
+
+# What a driver's message means for DATABASE_URL, by what SQLite, psycopg and PyMySQL say.
+_DRIVER_SAYS = [
+    (
+        r"no such table|relation \S+ does not exist|table \S+ doesn't exist",
+        f"the database lacks the app's tables: run ./{NAME} migrate",
+    ),
+    (
+        r"password authentication failed|access denied|role \S+ does not exist",
+        "the database server refused DATABASE_URL's user: check its user and password, "
+        "and that it may use the database",
+    ),
+    (
+        r"unknown database|database \S+ does not exist",
+        "DATABASE_URL names a database that its server does not have: create it, "
+        "or name one it has",
+    ),
+    (
+        r"connection refused|can't connect|could not translate host|unknown mysql server host"
+        r"|name or service not known|timeout expired",
+        "no database server answers where DATABASE_URL points: start it, or fix its host and port",
+    ),
+    (
+        r"unable to open database file",
+        "the SQLite file that DATABASE_URL names cannot be opened: make its folder, "
+        "or fix the path",
+    ),
+]
+
+
+def _explain(error: BaseException) -> str:
+    """The one line to show for ``error``, with what to do."""
+    driver = error
+    while driver.__cause__ is not None:
+        driver = driver.__cause__  # the stores and SQLAlchemy raise theirs from the driver's
+    if isinstance(driver, exc.DBAPIError) and driver.orig is not None:
+        driver = driver.orig
+    if driver is error:
+        return str(error).splitlines()[0] if isinstance(error, exc.SQLAlchemyError) else str(error)
+    args = driver.args
+    said = f"{args[1]} ({args[0]})" if len(args) == 2 and isinstance(args[0], int) else str(driver)
+    for pattern, meaning in _DRIVER_SAYS:
+        if re.search(pattern, said, re.IGNORECASE):
+            return f"{meaning} (DATABASE_URL is {_where()}; the driver said: {said})"
+    if isinstance(error, jobq.JobqError):
+        return str(error)  # the store's own words
+    return f"the database that DATABASE_URL names ({_where()}) failed: {said}"
+
+
+def _where() -> str:
+    """DATABASE_URL, its password hidden."""
+    return make_url(settings.database_url()).render_as_string(hide_password=True)
+
+
+def _exit(message: str) -> NoReturn:
     one_line = " ".join(message.split())
     typer.echo(f"{NAME}: {one_line}", err=True)
     raise typer.Exit(1)
+
+
+class _OneLine(logging.Formatter):
+    """A line a record; the traceback only of an error that jobq did not raise on purpose.
+
+    A ``jobq.Permanent`` (or a value that did not fit) says all in its message;
+    a handler's own error (a bug, a dropped connection) keeps its stack.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info and isinstance(record.exc_info[1], jobq.JobqError):
+            record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
+        return super().format(record)
+
+
+def _log_lines(level: int) -> None:
+    """Log to stderr as the commands do, unless logging was set up already."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLine("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its checks' notes on the tables
 
 
 @cli.command()
@@ -78,10 +165,12 @@ def serve(
 ) -> None:
     """Serve the web app on DATABASE_URL's database, with QUEUE_WORKERS running jobs beside it.
 
-    QUEUE_WORKERS is 4 by default; 0 for an instance that only pushes. If the
-    queue dies while the server serves, the server stops and exits with status 1.
+    QUEUE_WORKERS is 4 by default; 0 for an instance that only pushes. It does
+    not start, and exits with status 1, when the database is down or lacks its
+    tables; if the queue dies while the server serves, the server stops and
+    exits with status 1.
     """
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    _log_lines(logging.INFO)
     with clear_errors():
         app = make_app()
     with app, clear_errors():
@@ -91,17 +180,23 @@ def serve(
 @cli.command()
 def migrate() -> None:
     """Make or update the tables of DATABASE_URL's database (alembic upgrade heads)."""
-    url = settings.database_url()
     with clear_errors():
+        url = settings.database_url()
+        before = current_at(url)
         heads = run_migrations(url)
-    where = make_url(url).render_as_string(hide_password=True)
-    typer.echo(f"{where} is up to date: {', '.join(heads)}.")
+    where, at = make_url(url).render_as_string(hide_password=True), ", ".join(heads)
+    if not before:
+        typer.echo(f"Created the tables in {where}; it is up to date: {at}.")
+    elif before != heads:
+        typer.echo(f"Upgraded {where} from {', '.join(before)}; it is up to date: {at}.")
+    else:
+        typer.echo(f"Nothing to do: {where} is up to date: {at}.")
 
 
 @cli.command("sign-up")
 def sign_up(email: Annotated[str, typer.Argument(help="The new user's email.")]) -> None:
     """Add a user, and push its welcome mail in the same transaction."""
-    with clear_errors(), make_app(workers=0) as app:
+    with _app() as app:
         user, job = app.sign_up(email)
     typer.echo(f"User {user} signed up; its welcome mail is job {job}.")
 
@@ -111,14 +206,24 @@ def jobs(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
 ) -> None:
-    """List the jobs that failed for good, the latest first."""
+    """List the jobs that failed for good, the latest first, and the kinds that are paused."""
     if ctx.invoked_subcommand is not None:
         return
-    with clear_errors(), make_app(workers=0) as app:
+    with _app() as app:
         failed = app.jobs.failed()
+        paused = app.jobs.paused(datetime.now(UTC))
     if as_json:
         typer.echo(json.dumps([_as_dict(job) for job in failed], indent=2, ensure_ascii=False))
         return
+    _list_failed(failed)
+    if paused:
+        typer.echo(f"\nPaused, on every instance ({NAME} jobs resume <kind> lets one run again):")
+        width = max(len(kind) for kind in paused)
+        for kind, until in sorted(paused.items()):
+            typer.echo(f"  {kind:<{width}}  until {_until(until)}")
+
+
+def _list_failed(failed: list[jobq.Job]) -> None:
     if not failed:
         typer.echo("No job has failed for good.")
         return
@@ -131,6 +236,11 @@ def jobs(
         attempts = "1 attempt" if job.attempts == 1 else f"{job.attempts} attempts"
         typer.echo(f"  {job.id:>4}  {job.kind}, which failed at {at} after {attempts}")
         typer.echo(f"        {job.payload}")
+        if job.key:
+            typer.echo(f"        key: {job.key}")
+        request_id = (job.carried or {}).get("request_id")
+        if request_id:
+            typer.echo(f"        pushed by request {request_id}")
         for line in (job.error or "(no error kept)").splitlines():
             typer.echo(f"        {line}")
         typer.echo()
@@ -140,7 +250,9 @@ def jobs(
 @jobs_cli.command()
 def retry(which: Annotated[str, typer.Argument(help="A job's ID, or all.")]) -> None:
     """Run a job that failed for good again (or all of them), from its first attempt, now."""
-    with clear_errors(), make_app(workers=0) as app:
+    if which != "all" and not which.isdecimal():
+        _exit(f"{json.dumps(which)} is not a job's ID: give the ID {NAME} jobs shows, or all")
+    with _app() as app:
         jobs = app.jobs
         now = datetime.now(UTC)
         ids = [job.id for job in jobs.failed()] if which == "all" else [which]
@@ -157,7 +269,7 @@ def retry(which: Annotated[str, typer.Argument(help="A job's ID, or all.")]) -> 
 def prune() -> None:
     """Delete the jobs that failed for good over a month ago."""
     before = datetime.now(UTC) - KEEP_FAILED
-    with clear_errors(), make_app(workers=0) as app:
+    with _app() as app:
         pruned = app.jobs.prune(before)
     typer.echo(f"Deleted {_count(pruned)} that failed before {before:%Y-%m-%d %H:%M} UTC.")
 
@@ -170,27 +282,70 @@ def push(
         float, typer.Option("--in", help="Seconds from now until the job is due.", min=0)
     ] = 0.0,
 ) -> None:
-    """Push a job of one of the app's kinds, as the app's code would."""
-    with clear_errors(), make_app(workers=0) as app:
+    """Push a job of one of the app's kinds, as the app's code would.
+
+    The value is read strictly: a field the kind's type lacks, or a value of
+    another JSON type ("7" for a number), is refused rather than dropped or
+    converted, since a typo would otherwise push a job unlike the one meant.
+    """
+    with _app() as app:
         found = app.queue.kinds.get(kind)
         if found is None:
-            _exit(f"no kind {kind!r}: the app's kinds are {', '.join(sorted(app.queue.kinds))}")
-            return
+            _exit(f"no kind {kind!r}: the app's kinds are {app.kind_names()}")
         try:
-            decoded = found.codec.decode(value)
+            decoded = pydantic.TypeAdapter(found.codec.type).validate_json(value, strict=True)
         except pydantic.ValidationError as e:
-            _exit(f"{value} is not a value of {kind}: {e.errors()[0]['msg']}")
-            return
+            error = e.errors()[0]
+            at = ".".join(str(part) for part in error["loc"])
+            _exit(f"{value} is not a value of {kind}: {at + ': ' if at else ''}{error['msg']}")
+        unknown = _unknown_fields(json.loads(value), json.loads(found.codec.encode(decoded)))
+        if unknown:
+            _exit(f"{value} is not a value of {kind}: it has no field {', '.join(unknown)}")
         job = found.push_at(datetime.now(UTC) + timedelta(seconds=after), decoded)
     typer.echo(f"Pushed {kind} job {job}.")
 
 
 @jobs_cli.command("run-due")
 def run_due() -> None:
-    """Run the jobs that are due now, one at a time, and exit: for scripts and the demo."""
-    with clear_errors(), make_app(workers=1, observe=_tell) as app:
+    """Run the jobs that are due now, one at a time, and exit: for scripts and the demo.
+
+    A line on stdout for each run; on stderr, a log line for each failed attempt,
+    with its stack when the handler's error was not a jobq.Permanent.
+    """
+    _log_lines(logging.WARNING)
+    with _app(workers=1, observe=_tell) as app:
         ran = app.queue.drain()
     typer.echo("No job was due." if ran == 0 else f"Ran {ran}; none is due now.")
+
+
+@jobs_cli.command()
+def pause(
+    kind: Annotated[str, typer.Argument(help="The kind's name, such as digest.")],
+    for_: Annotated[
+        str | None,
+        typer.Option(
+            "--for", help="How long, such as 90s, 10m, 1h or 2d; until resumed if not given."
+        ),
+    ] = None,
+) -> None:
+    """Claim no job of a kind on any instance, for a while or until resumed; its jobs wait."""
+    span = None if for_ is None else _span(for_)
+    with _app() as app:
+        until = app.pause(kind, span)
+    typer.echo(
+        f"Paused {kind} on every instance until {_until(until)}: its jobs wait in the table."
+    )
+
+
+@jobs_cli.command()
+def resume(kind: Annotated[str, typer.Argument(help="The kind's name.")]) -> None:
+    """Let a paused kind's jobs run again, on every instance (within a poll)."""
+    with _app() as app:
+        resumed = app.resume(kind)
+        known, names = kind in app.queue.kinds, app.kind_names()
+    if not resumed and not known:
+        _exit(f"no kind {kind!r}: the app's kinds are {names}")
+    typer.echo(f"Resumed {kind}: its jobs run again." if resumed else f"{kind} was not paused.")
 
 
 @jobs_cli.command()
@@ -204,7 +359,7 @@ def stats(
     good. The oldest due job's wait is how far the kind's workers lag behind.
     """
     now = datetime.now(UTC)
-    with clear_errors(), make_app(workers=0) as app:
+    with _app() as app:
         counted = app.jobs.stats(now)
         paused = app.jobs.paused(now)
     if as_json:
@@ -251,6 +406,45 @@ def _stats_dict(counted: jobq.KindStats, now: datetime, paused: bool) -> dict[st
     }
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}  # seconds
+
+
+def _span(text: str) -> timedelta:
+    """``--for``'s time: 90s, 10m, 1h, 2d."""
+    found = re.fullmatch(r"([0-9]{1,6})([smhd])", text)
+    if found is None or int(found[1]) == 0:
+        _exit(
+            f"--for {text!r} is not a time: give a whole number and s, m, h or d, "
+            f"such as 90s, 10m, 1h or 2d"
+        )
+    return timedelta(seconds=int(found[1]) * _UNITS[found[2]])
+
+
+def _until(until: datetime | None) -> str:
+    return "resumed" if until is None else f"{until:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _unknown_fields(given: object, kept: object, at: str = "") -> list[str]:
+    """The fields of the given JSON that the decoded value dropped: none, for a strict push."""
+    if isinstance(given, dict) and isinstance(kept, dict):
+        return [
+            name
+            for key, value in given.items()
+            for name in (
+                [f"{at}{key}"]
+                if key not in kept
+                else _unknown_fields(value, kept[key], f"{at}{key}.")
+            )
+        ]
+    if isinstance(given, list) and isinstance(kept, list):
+        return [
+            name
+            for i, (one, other) in enumerate(zip(given, kept, strict=False))
+            for name in _unknown_fields(one, other, f"{at}{i}.")
+        ]
+    return []
+
+
 def _tell(ran: jobq.Ran) -> None:
     """One line for each run, as run-due goes."""
     took = f"{ran.took.total_seconds() * 1000:.0f} ms"
@@ -276,6 +470,8 @@ def _as_dict(job: jobq.Job) -> dict[str, Any]:
         "attempts": job.attempts,
         "failed_at": job.failed_at.isoformat() if job.failed_at else None,
         "error": job.error,
+        "key": job.key or None,
+        "request_id": (job.carried or {}).get("request_id"),
     }
 
 

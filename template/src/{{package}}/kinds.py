@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import jobq
 
 from . import users
+from .throttle import Throttle
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -25,6 +26,10 @@ log = logging.getLogger(__name__)
 
 # Jobs that failed for good are kept this long for ./myapp jobs, then pruned.
 KEEP_FAILED = timedelta(days=30)
+
+# Digests the mail provider takes a minute, from every instance together: low,
+# so that the demo shows the rest held back, waiting in the table for the next minute.
+DIGESTS_A_MINUTE = 5
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,13 @@ class Flaky:
 
 
 @dataclass(frozen=True)
+class Digest:
+    """The week's digest, to one user: a kind whose starts a throttle limits."""
+
+    user: int
+
+
+@dataclass(frozen=True)
 class PruneJobs:
     """Delete the jobs that failed for good over KEEP_FAILED ago."""
 
@@ -52,6 +64,7 @@ class Kinds:
 
     welcome_mail: jobq.Kind[WelcomeMail]
     flaky: jobq.Kind[Flaky]
+    digest: jobq.Kind[Digest]
     prune_jobs: jobq.Kind[PruneJobs]
 
 
@@ -73,6 +86,15 @@ def add_kinds(queue: jobq.Queue, engine: Engine, jobs: Jobs) -> Kinds:
         if call.up_at is None or datetime.now(UTC) < call.up_at:
             raise ConnectionError("the service is down: connection refused")
 
+    # The provider's limit is counted in the app's database (throttle.py), so that
+    # all instances together keep it. A job over it is not an attempt: it goes back
+    # as it was, and no instance claims a digest until the next minute.
+    mail_provider = Throttle(engine, "mail-provider", DIGESTS_A_MINUTE, timedelta(minutes=1))
+
+    @queue.kind("digest", attempts=5, timeout=60.0, rate=mail_provider)
+    def digest(mail: Digest) -> None:
+        log.info("digest sent to user %d", mail.user)  # a real app calls its provider here
+
     @queue.kind("prune-jobs", attempts=3, timeout=600.0)
     def prune_jobs(_: PruneJobs) -> None:
         pruned = jobs.prune(datetime.now(UTC) - KEEP_FAILED)
@@ -83,4 +105,4 @@ def add_kinds(queue: jobq.Queue, engine: Engine, jobs: Jobs) -> Kinds:
     # runs once as it starts again.
     prune_jobs.schedule(jobq.Every(timedelta(days=1)), PruneJobs())
 
-    return Kinds(welcome_mail=welcome_mail, flaky=flaky, prune_jobs=prune_jobs)
+    return Kinds(welcome_mail=welcome_mail, flaky=flaky, digest=digest, prune_jobs=prune_jobs)

@@ -14,6 +14,7 @@ from starlette.routing import Mount, Route
 
 from . import page, settings
 from .kinds import WelcomeMail
+from .migrate import check
 from .request_id import RequestIds, log_request_ids
 from .settings import metrics_token
 
@@ -37,8 +38,14 @@ def serve(app: App, host: str = "127.0.0.1", port: int = 8000) -> None:
     server at once, and this raises QueueDied: an app serving requests with no
     one to run their jobs would look healthy while its jobs pile up, so it
     ends, and whatever runs it (systemd, Kubernetes, a shell) sees it fail.
+
+    For the same reason it does not start on a database that is down, or that
+    lacks the tables (Unmigrated), rather than serve while every push fails: the
+    error is raised here, and whatever runs the server starts it again later.
     """
     import uvicorn  # here: the other commands need none of it
+
+    check(app.engine)
 
     died: list[BaseException] = []
 
