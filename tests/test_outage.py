@@ -18,7 +18,6 @@ off (they run again once their hold runs out). The figures are printed.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 import os
 import subprocess
@@ -31,15 +30,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from types import ModuleType
 
 import jobq
 import pytest
+import sources
 import sqlalchemy as sa
 
 from dbfixtures import fresh_database
 
-ROOT = Path(__file__).resolve().parents[1]
 OUTAGE = float(os.environ.get("JOBQ_TEST_OUTAGE", "10"))  # seconds the database is away
 POLL = 0.5  # seconds: the queue's poll
 HOLD = 3.0  # seconds: a claim's hold, so that jobs cut off come back within the test
@@ -47,21 +45,8 @@ LINES_A_POLL = 1  # the most warning lines a poll of the outage may log
 IN_FLIGHT = 8  # lines of settles (or renewals) that the outage cut off: one each at most
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-dbservers = _load(ROOT / "scripts/dbservers.py", "dbservers_outage")
-STORES = {
-    db: _load(ROOT / f"template/_stores/{db}.py", f"jobs_db_{db}_outage")
-    for db in ("sqlite", "postgres", "mysql")
-}
+dbservers = sources.load(sources.ROOT / "scripts/dbservers.py", "dbservers")
+STORES = {db: sources.store(db) for db in ("sqlite", "postgres", "mysql")}
 
 
 @dataclass

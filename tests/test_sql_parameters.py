@@ -12,9 +12,7 @@ but how many jobs a batch has.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,25 +20,14 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import sources
 import sqlalchemy as sa
 from jobq import Job
 
-ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2030, 1, 1, 12, 0, 0, 123000, tzinfo=UTC)  # an odd millisecond: 1893499200123
 
 
-def _load(db: str) -> ModuleType:
-    name = f"jobs_db_{db}_parameters"
-    spec = importlib.util.spec_from_file_location(name, ROOT / f"template/_stores/{db}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-MODULES = {db: _load(db) for db in ("sqlite", "postgres", "mysql")}
+MODULES = {db: sources.store(db) for db in ("sqlite", "postgres", "mysql")}
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])

@@ -7,33 +7,17 @@ app may leave one: it fails for good in one line, and is kept as it was.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import jobq
 import pytest
+import sources
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load(db: str) -> ModuleType:
-    name = f"jobs_db_{db}_bad_values"
-    spec = importlib.util.spec_from_file_location(name, ROOT / f"template/_stores/{db}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-MODULES = {db: _load(db) for db in ("sqlite", "postgres", "mysql")}
+MODULES = {db: sources.store(db) for db in ("sqlite", "postgres", "mysql")}
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])

@@ -16,11 +16,9 @@ Examples are few by default, so that the three stores take about a minute;
 from __future__ import annotations
 
 import copy
-import importlib.util
 import itertools
 import json
 import os
-import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import sources
 import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -41,7 +40,6 @@ from hypothesis.stateful import (
 from jobq import Job
 from jobq.testing import MemoryStore
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 HOLD = timedelta(seconds=30)  # a claim's hold: the machine's clock moves past it at times
 
@@ -66,20 +64,7 @@ PROFILES = {
 PROFILE = os.environ.get("JOBQ_HYPOTHESIS_PROFILE", "ci")
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-MODULES = {
-    db: _load(ROOT / f"template/_stores/{db}.py", f"jobs_db_{db}_model")
-    for db in ("sqlite", "postgres", "mysql")
-}
+MODULES = {db: sources.store(db) for db in ("sqlite", "postgres", "mysql")}
 
 # The kinds, each pushed always with the same options, as a kind's declaration would.
 PLAIN, LIMITED, ALONE, LATEST = "mail", "report", "sync", "digest"
