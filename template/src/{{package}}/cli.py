@@ -25,6 +25,7 @@ from .app import make_app
 from .kinds import KEEP_FAILED
 from .migrate import Unmigrated, check, current_at
 from .migrate import migrate as run_migrations
+from .request_id import RequestIdFilter
 from .web import QueueDied
 
 if TYPE_CHECKING:
@@ -154,6 +155,7 @@ def _log_lines(level: int) -> None:
     """Log to stderr as the commands do, unless logging was set up already."""
     handler = logging.StreamHandler()
     handler.setFormatter(_OneLine("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RequestIdFilter())  # a job's lines say which request pushed it
     logging.basicConfig(level=level, handlers=[handler])
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its checks' notes on the tables
 
