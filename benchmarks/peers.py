@@ -59,8 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
 
 import sources  # noqa: E402
-
-from dbfixtures import ENV, fresh_database  # noqa: E402
+from databases import database  # noqa: E402
 
 DATABASES = ("sqlite", "postgres", "mysql")
 NAMES = {"postgres": "Postgres", "mysql": "MariaDB", "sqlite": "SQLite"}
@@ -355,21 +354,6 @@ class Samples:
         return max(found) if found else None
 
 
-@contextlib.contextmanager
-def database(db: str, folder: Path) -> Iterator[str]:
-    if db == "sqlite":
-        yield f"sqlite:///{folder}/jobs.sqlite3"
-        return
-    server = os.environ.get(ENV[db])
-    if not server:
-        sys.exit(
-            f"{ENV[db]} is not set: run this through `python scripts/dbservers.py run -- "
-            f".venv/bin/python benchmarks/peers.py`, or pass --only sqlite"
-        )
-    with fresh_database(server, f"peers_{db}") as url:
-        yield url
-
-
 def make_schema(module: ModuleType, url: str) -> None:
     engine = module.make_engine(url)
     with engine.begin() as conn:
@@ -540,11 +524,11 @@ def main() -> None:
         places: dict[str, tuple[ModuleType, str, str]] = {}
         for db in dbs:
             module = sources.store(db)
-            url = stack.enter_context(database(db, folder))
+            url = stack.enter_context(database(db, "peers", folder))
             make_schema(module, url)
             peer_url = str(folder / "huey.sqlite3")
             if db == "postgres":
-                peer_url = stack.enter_context(database(db, folder))
+                peer_url = stack.enter_context(database(db, "peers", folder))
             places[db] = (module, url, peer_url)
         for round_ in range(args.repeat):
             for db in dbs:

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -43,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "stores")]
 
 import sources  # noqa: E402
+from databases import database  # noqa: E402
 
-from dbfixtures import ENV, fresh_database  # noqa: E402
 from trips import counting  # noqa: E402
 
 DATABASES = ("postgres", "mysql", "sqlite")
@@ -83,26 +81,10 @@ _FILL = {
 _ANALYZE = {"postgres": "ANALYZE jobs", "mysql": "ANALYZE TABLE jobs", "sqlite": "ANALYZE"}
 
 
-@contextlib.contextmanager
-def _database(db: str) -> Iterator[str]:
-    if db == "sqlite":
-        with tempfile.TemporaryDirectory() as folder:
-            yield f"sqlite:///{folder}/jobs.sqlite3"
-        return
-    server = os.environ.get(ENV[db])
-    if not server:
-        sys.exit(
-            f"{ENV[db]} is not set: run this through `python scripts/dbservers.py run -- "
-            f"python benchmarks/servers.py`, or pass --only sqlite"
-        )
-    with fresh_database(server, f"bench_{db}") as url:
-        yield url
-
-
 def _reset(engine: sa.Engine, module: ModuleType) -> None:
     with engine.begin() as conn:
-        conn.exec_driver_sql("DROP TABLE IF EXISTS jobs")
-        conn.exec_driver_sql("DROP TABLE IF EXISTS schedules")
+        for table in ("jobs", "schedules", "held_kinds", "job_locks"):
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
         for statement in module.SCHEMA:
             conn.exec_driver_sql(statement)
 
@@ -281,7 +263,7 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}, SQLAlchemy {sa.__version__}, {os.cpu_count()} cores")
     for db in args.only or DATABASES:
         module = sources.store(db)
-        with _database(db) as url:
+        with database(db, "bench") as url:
             print(f"\n## {NAMES[db]}" + _version(module, url))
             print("\nper operation            round trips   median ms")
             for what, (trips, seconds) in operations(db, module, url, args.repeat).items():

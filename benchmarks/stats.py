@@ -18,13 +18,9 @@ scripts/dbservers.py exports them; --only picks databases.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -35,8 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import sources  # noqa: E402
-
-from dbfixtures import ENV, fresh_database  # noqa: E402
+from databases import database  # noqa: E402
 
 DATABASES = ("sqlite", "postgres", "mysql")
 NAMES = {"postgres": "PostgreSQL", "mysql": "MariaDB", "sqlite": "SQLite"}
@@ -82,22 +77,6 @@ _SETTLE = {
 _EXPLAIN = {"postgres": "EXPLAIN ", "mysql": "EXPLAIN ", "sqlite": "EXPLAIN QUERY PLAN "}
 
 
-@contextlib.contextmanager
-def _database(db: str) -> Iterator[str]:
-    if db == "sqlite":
-        with tempfile.TemporaryDirectory() as folder:
-            yield f"sqlite:///{folder}/jobs.sqlite3"
-        return
-    server = os.environ.get(ENV[db])
-    if not server:
-        sys.exit(
-            f"{ENV[db]} is not set: run this through `python scripts/dbservers.py run -- "
-            f"python benchmarks/stats.py`, or pass --only sqlite"
-        )
-    with fresh_database(server, f"bench_stats_{db}") as url:
-        yield url
-
-
 def _fill(db: str, module: ModuleType, engine: sa.Engine, n: int) -> float:
     """Make the tables and fill jobs with ``n`` jobs; how long it took, in seconds."""
     started = time.perf_counter()
@@ -127,7 +106,7 @@ def _plan(db: str, module: ModuleType, engine: sa.Engine) -> str:
 
 def measure(db: str, n: int, repeat: int) -> None:
     module = sources.store(db)
-    with _database(db) as url:
+    with database(db, "bench_stats") as url:
         engine = module.make_engine(url)
         try:
             filled = _fill(db, module, engine, n)
