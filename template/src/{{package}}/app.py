@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import jobq
 from jobq.otel import TraceCarrier
@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import timedelta
 
-    from sqlalchemy.engine import Engine
+    from sqlalchemy.engine import Connection, Engine
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,35 @@ class App:
         all, so there's never a mail for a user who wasn't added, nor a user
         who is never welcomed.
         """
-        with self.engine.begin() as conn:
+
+        def add(conn: Connection) -> tuple[int, str]:
             user = users.add(conn, email)
-            job = self.kinds.welcome_mail.push(WelcomeMail(user=user), store=self.jobs.bind(conn))
+            mail = WelcomeMail(user=user)
+            return user, self.kinds.welcome_mail.push(mail, store=self.jobs.bind(conn))
+
+        user, job = self.transaction(add)
         # The workers can't see the job before the commit: tell them it's there.
         self.queue.wake()
         return user, job
+
+    def transaction(self, work: Callable[[Connection], _T], *, tries: int = 3) -> _T:
+        """Run ``work`` in a transaction of its own, and again if the database undid it.
+
+        MySQL and MariaDB undo a whole transaction that deadlocked, as pushes of
+        one unique key from several transactions at once now and then do; SQLite
+        turns a write away while another process holds the lock too long. The
+        store raises ``jobq.StoreLocked`` for each, after the transaction was
+        rolled back whole: running ``work`` again is safe when it does nothing
+        outside the database.
+        """
+        for left in reversed(range(tries)):
+            try:
+                with self.engine.begin() as conn:
+                    return work(conn)
+            except jobq.StoreLocked:
+                if not left:
+                    raise
+        raise ValueError(f"tries must be at least 1, not {tries}")
 
     def pause(self, kind: str, for_: timedelta | None = None) -> datetime | None:
         """Claim no job of ``kind``, on any instance, for ``for_`` or until ``resume``.
