@@ -51,7 +51,7 @@ class Post:
 def test_a_unique_kind_on_a_store_without_the_extra_is_refused_naming_what_is_missing(
     store: MemoryStore,
 ) -> None:
-    q = jobq.Queue(Plain(store))  # type: ignore[arg-type]
+    q = jobq.Queue(Plain(store))
 
     async def k(job: int) -> None: ...
 
@@ -100,7 +100,7 @@ def test_a_push_through_a_bound_store_needs_the_extra_too(store: MemoryStore) ->
     async def reindex(job: Post) -> None: ...
 
     with pytest.raises(jobq.ConfigError, match="the store it is pushed through, Plain, is not"):
-        reindex.push(Post(post=1), store=Plain(store))  # type: ignore[arg-type]
+        reindex.push(Post(post=1), store=Plain(store))
     assert len(store) == 0
 
 
@@ -300,7 +300,7 @@ async def test_a_killed_workers_job_runs_again_within_a_hold(store: MemoryStore)
 async def test_a_store_without_renewals_holds_for_the_longest_timeout_and_a_minute(
     store: MemoryStore,
 ) -> None:
-    q = jobq.Queue(Plain(store))  # type: ignore[arg-type]
+    q = jobq.Queue(Plain(store))
     started, release = asyncio.Event(), asyncio.Event()
 
     @q.kind("short", timeout=30)

@@ -16,3 +16,15 @@ def test_example_user_code_type_checks_strictly() -> None:
         text=True,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_package_and_its_tests_type_check_strictly() -> None:
+    """mypy, as pyproject.toml sets it (strict), on the package and on these tests."""
+    runtime = Path(__file__).parents[1]
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "src/jobq", "tests"],
+        capture_output=True,
+        text=True,
+        cwd=runtime,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr

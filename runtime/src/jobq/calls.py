@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from jobq.job import Job
-from jobq.log import carried_fields, say
+from jobq.log import say, say_job
 from jobq.store import BatchStore, HoldBackStore, RenewStore, ScheduleStore, Store
 
 __all__ = ["Settle", "StoreCalls"]
@@ -149,7 +149,7 @@ def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> N
         say(
             logging.ERROR,
             "the store failed to settle jobs; they run again after their hold",
-            job=ids,
+            jobs=ids,
             err=e,
         )
         raise
@@ -173,14 +173,12 @@ def _logged(fn: Callable[..., R], what: str) -> Callable[..., R]:
         try:
             return fn(job, *args)
         except Exception as e:
-            say(
+            say_job(
+                job,
                 logging.ERROR,
                 f"the store failed to {what} a job; it runs again after its hold",
-                kind=job.kind,
-                job=job.id,
                 attempt=job.attempts,
                 err=e,
-                also=carried_fields(job.carried),
             )
             raise
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-__all__ = ["carried_fields", "fields", "log", "say"]
+if TYPE_CHECKING:
+    from jobq.job import Job
+
+__all__ = ["carried_fields", "fields", "log", "say", "say_job"]
 
 log = logging.getLogger("jobq")
 
@@ -62,3 +66,18 @@ def say(
         log.log(level, "%s %s", message, fields(**extra), exc_info=trace, extra=extra)
     else:
         log.log(level, message, exc_info=trace)
+
+
+def say_job(
+    job: Job, level: int, message: str, *, trace: BaseException | None = None, **values: object
+) -> None:
+    """``say`` about ``job``: its kind and ID first, what it carried (a request's ID) last."""
+    say(
+        level,
+        message,
+        trace=trace,
+        also=carried_fields(job.carried),
+        kind=job.kind,
+        job=job.id,
+        **values,
+    )

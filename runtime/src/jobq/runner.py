@@ -27,7 +27,7 @@ from jobq.carry import Carrier, restore
 from jobq.errors import Permanent, StoreError, ValueDoesNotFit
 from jobq.job import Job, Outcome, Ran
 from jobq.kind import Kind, seconds
-from jobq.log import carried_fields, say
+from jobq.log import say, say_job
 from jobq.store import HoldBackStore, NotifyStore, RenewStore, Store
 
 if TYPE_CHECKING:
@@ -420,14 +420,12 @@ class Runner:
             failing = False
             for job in jobs:
                 if job.id not in kept and job.id in self._held:
-                    say(
+                    say_job(
+                        job,
                         logging.WARNING,
                         "a running job's hold ran out and another claim has it; "
                         "this run's outcome will not be kept",
-                        kind=job.kind,
-                        job=job.id,
                         attempt=job.attempts,
-                        also=carried_fields(job.carried),
                     )
                     self._held.pop(job.id, None)
 
@@ -537,12 +535,10 @@ class Runner:
             # The grace ran out, but a thread cannot be cancelled: the job is not put
             # back while it runs (it would run twice at once); wait for it, up to its
             # timeout, and keep what it came to.
-            say(
+            say_job(
+                job,
                 logging.WARNING,
                 "the queue waits for a job's thread, which cannot be cancelled",
-                kind=job.kind,
-                job=job.id,
-                also=carried_fields(job.carried),
             )
             try:
                 async with asyncio.timeout_at(started + timeout):
@@ -563,13 +559,11 @@ class Runner:
         try:
             wait = timedelta(seconds=float(await self._calls.call(limiter.take, kind.name)))
         except Exception as e:
-            say(
+            say_job(
+                job,
                 logging.WARNING,
                 "the kind's rate limiter failed; its job is held back",
-                kind=kind.name,
-                job=job.id,
                 err=e,
-                also=carried_fields(job.carried),
             )
             wait = _LIMITER_DOWN
         if wait <= timedelta(0):
@@ -644,13 +638,11 @@ class Runner:
             return  # logged as it failed
         finally:
             self._held.pop(job.id, None)
-        say(
+        say_job(
+            job,
             logging.WARNING,
             "a job was stopped with the queue, and will run again",
-            kind=job.kind,
-            job=job.id,
             attempt=job.attempts,
-            also=carried_fields(job.carried),
         )
         self._observe(
             Ran(
@@ -671,13 +663,11 @@ class Runner:
             now + timedelta(seconds=self.queue.poll),
             f"no handler for kind {job.kind!r} on this instance",
         ):
-            say(
+            say_job(
+                job,
                 logging.WARNING,
                 "a job's kind has no handler here, and goes back for another instance "
                 "(if no instance has one, deploy its handler or delete its jobs)",
-                kind=job.kind,
-                job=job.id,
-                also=carried_fields(job.carried),
             )
 
     async def _on_fail(self, attempt: _Attempt) -> None:
@@ -686,12 +676,10 @@ class Runner:
         if on_fail is None:
             return
         if isinstance(error, ValueDoesNotFit):
-            say(
+            say_job(
+                job,
                 logging.WARNING,
                 "on_fail is not run: the job's value did not fit its type",
-                kind=job.kind,
-                job=job.id,
-                also=carried_fields(job.carried),
             )
             return
         assert error is not None
@@ -710,14 +698,12 @@ class Runner:
                     timeout,
                 )
         except Exception as e:
-            say(
+            say_job(
+                job,
                 logging.ERROR,
                 "on_fail failed",
                 trace=e,
-                kind=job.kind,
-                job=job.id,
                 err=e,
-                also=carried_fields(job.carried),
             )
 
     def _observe(self, ran: Ran) -> None:
@@ -751,16 +737,14 @@ def _log_failure(
 ) -> None:
     when = {} if at is None else {"at": at.isoformat(timespec="milliseconds")}
     err = _describe(error) if error is not None else ""
-    say(
+    say_job(
+        job,
         level,
         message,
         trace=error,
-        kind=job.kind,
-        job=job.id,
         attempt=job.attempts,
         **when,
         err=err,
-        also=carried_fields(job.carried),
     )
 
 
@@ -783,11 +767,9 @@ async def _outlive(thread: asyncio.Future[Any], job: Job) -> None:
         err = ""
     except Exception as e:
         err = str(e)
-    say(
+    say_job(
+        job,
         logging.INFO,
         "a timed-out job's thread has ended",
-        kind=job.kind,
-        job=job.id,
         err=err,
-        also=carried_fields(job.carried),
     )
