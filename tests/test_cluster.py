@@ -20,13 +20,15 @@ And a job that runs for several holds (JOBQ_HOLD=1.5 s) on a live worker.
 Sized for a loaded 2-core machine: about 15 s (limits), 50 s (kills) and 10 s
 (the long job) a database, 4 minutes in all for SQLite, Postgres and MariaDB,
 besides installing the apps; the kills story's floor is the hold (30 s), which
-the jobs cut short by the last kill wait out. Raise KILLS and ROUND for a
-longer run (issue 13 asks 10,000 jobs and 20 kills of a nightly run).
+the jobs cut short by the last kill wait out. JOBQ_TEST_KILLS=full tells the
+kills story at the size issue 13 asks, 10,000 jobs and 20 kills, for a
+nightly run: see docs/store.md.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import re
 import signal
@@ -56,8 +58,15 @@ KINDS = ("keyed", "limited", "throttled", "slow", "plain", "retried", "doomed")
 
 KEYS, KEY_ROUNDS = 50, 6  # the limits story: each instance pushes each key 6 times
 LIMITED, THROTTLED, PAUSED = 300, 200, 40
-KILLS = 6
-ROUND = "plain=220 retried=40 doomed=10 limited=40 slow=40"  # 350 jobs a round of the kills
+# The kills story: 6 rounds of 350 jobs in the test command; JOBQ_TEST_KILLS=full,
+# as issue 13 asks of a longer run, 20 rounds of 500: 10,000 jobs and 20 kills.
+FULL = os.environ.get("JOBQ_TEST_KILLS") == "full"
+KILLS = 20 if FULL else 6
+ROUND = (
+    "plain=400 retried=40 doomed=10 limited=40 slow=10"
+    if FULL
+    else "plain=220 retried=40 doomed=10 limited=40 slow=40"
+)
 
 TABLES = [
     "CREATE TABLE ran (instance VARCHAR(20) NOT NULL, kind VARCHAR(20) NOT NULL,"

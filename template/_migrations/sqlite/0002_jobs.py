@@ -60,7 +60,7 @@ def upgrade() -> None:
         "CREATE UNIQUE INDEX jobs_unique ON jobs (kind, unique_key) WHERE unique_key IS NOT NULL"
     )
     op.execute("CREATE INDEX jobs_alone ON jobs (kind, alone_key) WHERE alone_key IS NOT NULL")
-    op.execute("CREATE INDEX jobs_held ON jobs (kind, held_until)")
+    op.execute("CREATE INDEX jobs_held ON jobs (kind, held_until, failed_at, run_at)")
     # A kind a rate holds back, or an operator paused, until held_until.
     op.execute(
         """
