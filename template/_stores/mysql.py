@@ -27,6 +27,8 @@ import functools
 import json
 import logging
 import math
+import threading
+import weakref
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from sqlalchemy.engine import Connection, Engine
-    from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
+    from sqlalchemy.pool import ConnectionPoolEntry, Pool, PoolResetState
     from sqlalchemy.sql.elements import TextClause
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
@@ -442,7 +444,10 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
     it: after a COMMIT, that ROLLBACK is a round trip that does nothing.
     The pool must have a connection for each thread that uses the store at
     once: the queue's workers, and the app's own requests (``pool_size``,
-    ``max_overflow``).
+    ``max_overflow``). The store's statements that are a transaction alone (a
+    push, a settle) go through a second pool of the same size whose
+    connections are in autocommit, one round trip each instead of two: count
+    both against the server's ``max_connections``.
     """
     parsed = make_url(url)
     if parsed.get_backend_name() != "mysql" or parsed.get_driver_name() != "pymysql":
@@ -498,34 +503,34 @@ class Jobs:
     def push(self, job: Job) -> None:
         # A plain push keeps no unique key: only push_unique and push_latest do.
         params = {**rows.insert(job), "unique_key": None}
-        job.id = str(self._run(lambda sql: sql.insert(_PUSH, params)))
+        job.id = str(self._run(lambda sql: sql.insert(_PUSH, params), alone=True))
 
     def claim(self, now: datetime, until: datetime) -> Job | None:
         claimed = self.claim_many(now, until, 1)
         return claimed[0] if claimed else None
 
     def done(self, job: Job) -> None:
-        self._run(lambda sql: sql.count(_DONE, rows.fence(job)))
+        self._run(lambda sql: sql.count(_DONE, rows.fence(job)), alone=True)
 
     def retry(self, job: Job) -> None:
         params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": job.error}
-        self._run(lambda sql: sql.count(_RETRY, params))
+        self._run(lambda sql: sql.count(_RETRY, params), alone=True)
 
     def fail(self, job: Job) -> None:
         job.failed_at = job.failed_at or datetime.now(UTC)
         params = {**rows.fence(job), "failed_at": rows.ms(job.failed_at), "error": job.error}
-        self._run(lambda sql: sql.count(_FAIL, params))
+        self._run(lambda sql: sql.count(_FAIL, params), alone=True)
 
     # FailedStore
 
     def failed(self) -> list[Job]:
-        return [rows.job(row) for row in self._run(lambda sql: sql.rows(_FAILED, {}))]
+        return [rows.job(row) for row in self._run(lambda sql: sql.rows(_FAILED, {}), alone=True)]
 
     def run_again(self, id: str, at: datetime) -> bool:
         if not id.isdecimal() or int(id) >= 2**63:
             return False  # not an ID this table gives out, so not one of its jobs
         params = {"id": int(id), "run_at": rows.ms(at)}
-        return self._run(lambda sql: sql.count(_RUN_AGAIN, params)) > 0
+        return self._run(lambda sql: sql.count(_RUN_AGAIN, params), alone=True) > 0
 
     # ScheduleStore
 
@@ -685,7 +690,9 @@ class Jobs:
             if fail:
                 sql.count(_FAIL_MANY, _settles(fail, [j.failed_at or stamped for j in fail]))
 
-        self._run(work)
+        # Each statement alone: each is fenced, so one that is kept while a later
+        # one fails is a settle done, and running them all again changes nothing.
+        self._run(work, alone=True)
 
     # RenewStore
 
@@ -715,8 +722,12 @@ class Jobs:
 
         return self._run(work)
 
-    def _run(self, work: Callable[[_Statements], _T]) -> _T:
+    def _run(self, work: Callable[[_Statements], _T], *, alone: bool = False) -> _T:
         """Run ``work``: in the bound connection's transaction, or in one of its own.
+
+        ``alone``: each of work's statements is a transaction alone, committed
+        as it ends, on a connection in autocommit (see _autocommit): one round
+        trip, where a transaction takes two, the statement and its COMMIT.
 
         A deadlock undid the whole transaction, so one of our own runs once
         more before the error goes up; in the app's transaction the error goes
@@ -729,7 +740,7 @@ class Jobs:
             try:
                 with (
                     _translated(self._engine.dialect.loaded_dbapi.Error),
-                    self._transaction() as sql,
+                    self._transaction(alone) as sql,
                 ):
                     return work(sql)
             except jobq.StoreLocked as error:
@@ -740,23 +751,25 @@ class Jobs:
         raise AssertionError("unreachable")
 
     @contextmanager
-    def _transaction(self) -> Iterator[_Statements]:
+    def _transaction(self, alone: bool = False) -> Iterator[_Statements]:
         """PyMySQL's connection, from the engine's pool, in a transaction committed at the end.
 
         PyMySQL sends no BEGIN: the first statement begins the transaction.
+        ``alone``: from the engine's autocommit pool, each statement committed.
         """
-        raw = self._engine.raw_connection()
+        raw = _autocommit(self._engine).connect() if alone else self._engine.raw_connection()
         try:
             driver: Any = raw.driver_connection
             if not self._checked:
                 _check(self._engine.dialect.get_isolation_level(driver))
                 self._checked = True
-            if driver.get_autocommit():
+            if driver.get_autocommit() and not alone:
                 # An engine in autocommit: the claim's lock must last until its UPDATE.
                 driver.begin()
             try:
                 yield _Driver(driver)
-                driver.commit()
+                if not alone:
+                    driver.commit()
             except BaseException as error:
                 dialect = self._engine.dialect
                 if isinstance(error, dialect.loaded_dbapi.Error) and dialect.is_disconnect(
@@ -771,6 +784,30 @@ class Jobs:
                 raise
         finally:
             raw.close()
+
+
+# An engine's second pool, of connections in autocommit, for the store's
+# statements that are transactions alone: a push, a settle. The app's own
+# connections never change mode, so its transactions stay whole. Made as the
+# engine's pool is (the same connect arguments, isolation level and reset),
+# with the same size; closed as the engine is disposed.
+_AUTOCOMMIT: weakref.WeakKeyDictionary[Engine, Pool] = weakref.WeakKeyDictionary()
+_AUTOCOMMIT_MADE = threading.Lock()
+
+
+def _autocommit(engine: Engine) -> Pool:
+    with _AUTOCOMMIT_MADE:
+        pool = _AUTOCOMMIT.get(engine)
+        if pool is None:
+            pool = engine.pool.recreate()
+            event.listen(pool, "connect", _autocommit_on)
+            event.listen(engine, "engine_disposed", lambda _: pool.dispose())
+            _AUTOCOMMIT[engine] = pool
+        return pool
+
+
+def _autocommit_on(dbapi_connection: Any, _: ConnectionPoolEntry) -> None:
+    dbapi_connection.autocommit(True)
 
 
 class _Passed:

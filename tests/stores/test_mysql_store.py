@@ -336,13 +336,15 @@ def test_a_batch_claim_and_settle_take_the_round_trips_they_should(my_engine: sa
         jobs.claim(T0, T0)  # connects, and checks the connection once
         for n in range(10):
             jobs.push(_job(payload=f'{{"n":{n}}}'))
-        with counting(one) as trips:
+        with counting(one) as trips, counting(one, mysql._autocommit(one)) as alone:
             claimed = jobs.claim_many(T0, HOLD, 10)
             assert (len(claimed), trips()) == (10, 3)  # lock and read, hold, commit
             jobs.settle_many(done=claimed[:6], retry=claimed[6:8], fail=claimed[8:])
-            assert trips() == 3 + 4  # one statement each, and the commit
+            assert (trips(), alone()) == (3, 3)  # one statement each, each its own commit
             assert jobs.renew(claimed[6:], HOLD) == []  # put back or failed: not renewed
-            assert trips() == 3 + 4 + 3
+            assert (trips(), alone()) == (3 + 3, 3)
+            jobs.push(_job())
+            assert (trips(), alone()) == (3 + 3, 3 + 1)  # the INSERT, committed as it ends
     finally:
         one.dispose()
 
@@ -375,3 +377,38 @@ def test_prune_lets_go_of_ended_holds_and_the_lock_rows_of_keys_no_job_has(
     )
     jobs.prune(T0 + timedelta(seconds=1))
     assert kept() == ({("sync", "kept"), ("report", "")}, {"paused"})
+
+
+def test_the_apps_transactions_stay_whole_beside_the_stores_autocommit_writes(
+    my_engine: sa.Engine,
+) -> None:
+    """The store's pushes and settles commit alone on a pool of their own, never the app's."""
+    one = mysql.make_engine(
+        my_engine.url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
+    )
+    jobs = mysql.Jobs(one)
+    try:
+        for n in range(3):
+            jobs.push(_job(payload=f'{{"n":{n}}}'))
+        claimed = jobs.claim_many(T0, HOLD, 3)
+        jobs.settle_many(done=claimed)
+
+        class Abandoned(Exception):
+            pass
+
+        def abandoned() -> None:
+            with one.begin() as conn:
+                insert = "INSERT INTO jobs (kind, payload, run_at) VALUES ('x', '{}', 1)"
+                conn.execute(sa.text(insert))
+                jobs.bind(conn).push(_job())
+                raise Abandoned
+
+        with pytest.raises(Abandoned):
+            abandoned()
+        with one.connect() as conn:
+            assert conn.execute(sa.text("SELECT COUNT(*) FROM jobs")).scalar_one() == 0
+            assert conn.connection.dbapi_connection.get_autocommit() is False  # type: ignore[union-attr]
+    finally:
+        one.dispose()
+    # Disposed with the engine: its connections are closed, none left on the server.
+    assert mysql._autocommit(one).checkedin() == 0

@@ -15,13 +15,22 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.pool import Pool
 
 
 @contextmanager
-def counting(engine: sa.Engine) -> Iterator[Callable[[], int]]:
-    """Yield a function that says how many round trips were made since the block began."""
-    with engine.connect() as conn:
-        raw: Any = conn.connection.dbapi_connection
+def counting(engine: sa.Engine, pool: Pool | None = None) -> Iterator[Callable[[], int]]:
+    """Yield a function that says how many round trips were made since the block began.
+
+    On the engine's one connection, or on ``pool``'s (of one, too) when given.
+    """
+    if pool is not None:
+        fairy = pool.connect()
+        raw: Any = fairy.dbapi_connection
+        fairy.close()
+    else:
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
     if engine.dialect.name == "postgresql":
         with _libpq_trace(raw) as count:
             yield count
