@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pytest
+    import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,3 +48,27 @@ def migrations(db: str) -> list[ModuleType]:
     """The jobs tables' migrations of ``db``, in the order they run."""
     paths = sorted((ROOT / "template" / "_migrations" / db).glob("[0-9][0-9][0-9][0-9]_*.py"))
     return [load(path, f"migration_{db}_{path.stem}") for path in paths]
+
+
+@contextmanager
+def engine_with_tables(
+    request: pytest.FixtureRequest, db: str, folder: Path, *, tables: bool = True
+) -> Iterator[sa.Engine]:
+    """An engine on a database of the test's own, through ``db``'s Store, with its tables.
+
+    SQLite's is a file in ``folder``; the servers' the fixture ``<db>_db`` makes.
+    """
+    if db == "sqlite":
+        url = f"sqlite:///{folder / 'app.sqlite3'}"
+    else:
+        url = request.getfixturevalue(f"{db}_db")
+    module = store(db)
+    engine = module.make_engine(url)
+    try:
+        if tables:
+            with engine.begin() as conn:
+                for statement in module.SCHEMA:
+                    conn.exec_driver_sql(statement)
+        yield engine
+    finally:
+        engine.dispose()

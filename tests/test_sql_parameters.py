@@ -32,17 +32,8 @@ MODULES = {db: sources.store(db) for db in ("sqlite", "postgres", "mysql")}
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[ModuleType, sa.Engine]]:
-    module = MODULES[request.param]
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'app.sqlite3'}"
-    else:
-        url = request.getfixturevalue(f"{request.param}_db")
-    engine = module.make_engine(url)
-    with engine.begin() as conn:
-        for statement in module.SCHEMA:
-            conn.exec_driver_sql(statement)
-    yield module, engine
-    engine.dispose()
+    with sources.engine_with_tables(request, request.param, tmp_path) as engine:
+        yield MODULES[request.param], engine
 
 
 def _recording(module: ModuleType, engine: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> list[str]:

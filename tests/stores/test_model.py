@@ -370,14 +370,8 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "memory":
         yield MemoryStore()
         return
-    module = MODULES[request.param]
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'app.sqlite3'}"
-    else:
-        url = request.getfixturevalue(f"{request.param}_db")
-    engine = module.make_engine(url)
-    yield _made(module, engine).fresh()
-    engine.dispose()
+    with sources.engine_with_tables(request, request.param, tmp_path, tables=False) as engine:
+        yield _made(MODULES[request.param], engine).fresh()
 
 
 def test_a_pause_shorter_than_a_rates_hold_back_never_shortens_it(any_store: Any) -> None:
