@@ -326,13 +326,10 @@ def test_the_claim_reads_jobs_due_in_order_whatever_the_table_holds(my_engine: s
 
 
 def test_a_batch_claim_and_settle_take_the_round_trips_they_should(my_engine: sa.Engine) -> None:
-    from trips import counting
+    from trips import counting, one_connection
 
-    one = mysql.make_engine(
-        my_engine.url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
-    )
-    jobs = mysql.Jobs(one)
-    try:
+    with one_connection(mysql, my_engine) as one:
+        jobs = mysql.Jobs(one)
         jobs.claim(T0, T0)  # connects, and checks the connection once
         for n in range(10):
             jobs.push(_job(payload=f'{{"n":{n}}}'))
@@ -345,8 +342,6 @@ def test_a_batch_claim_and_settle_take_the_round_trips_they_should(my_engine: sa
             assert (trips(), alone()) == (3 + 3, 3)
             jobs.push(_job())
             assert (trips(), alone()) == (3 + 3, 3 + 1)  # the INSERT, committed as it ends
-    finally:
-        one.dispose()
 
 
 def test_prune_lets_go_of_ended_holds_and_the_lock_rows_of_keys_no_job_has(
@@ -383,11 +378,10 @@ def test_the_apps_transactions_stay_whole_beside_the_stores_autocommit_writes(
     my_engine: sa.Engine,
 ) -> None:
     """The store's pushes and settles commit alone on a pool of their own, never the app's."""
-    one = mysql.make_engine(
-        my_engine.url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
-    )
-    jobs = mysql.Jobs(one)
-    try:
+    from trips import one_connection
+
+    with one_connection(mysql, my_engine) as one:
+        jobs = mysql.Jobs(one)
         for n in range(3):
             jobs.push(_job(payload=f'{{"n":{n}}}'))
         claimed = jobs.claim_many(T0, HOLD, 3)
@@ -408,7 +402,5 @@ def test_the_apps_transactions_stay_whole_beside_the_stores_autocommit_writes(
         with one.connect() as conn:
             assert conn.execute(sa.text("SELECT COUNT(*) FROM jobs")).scalar_one() == 0
             assert conn.connection.dbapi_connection.get_autocommit() is False  # type: ignore[union-attr]
-    finally:
-        one.dispose()
     # Disposed with the engine: its connections are closed, none left on the server.
     assert mysql._autocommit(one).checkedin() == 0

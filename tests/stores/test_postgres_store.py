@@ -482,13 +482,10 @@ def test_stopping_a_listener_ends_its_thread_and_connection_at_once(pg_engine: s
 def test_a_batch_claim_and_a_batch_settle_of_jobs_with_no_limit_take_one_round_trip_each(
     pg_engine: sa.Engine,
 ) -> None:
-    from trips import counting
+    from trips import counting, one_connection
 
-    one = postgres.make_engine(
-        pg_engine.url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
-    )
-    jobs = postgres.Jobs(one)
-    try:
+    with one_connection(postgres, pg_engine) as one:
+        jobs = postgres.Jobs(one)
         jobs.claim(T0, T0)  # connects
         for i in range(30):
             jobs.push(_job(payload=str(i)))
@@ -499,5 +496,3 @@ def test_a_batch_claim_and_a_batch_settle_of_jobs_with_no_limit_take_one_round_t
             assert trips() == 2
             assert jobs.renew(jobs.claim_many(T0, HOLD, 5), HOLD) != []
             assert trips() == 4
-    finally:
-        one.dispose()

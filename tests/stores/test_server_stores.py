@@ -285,54 +285,48 @@ TRIPS = {
 def test_each_operation_takes_the_round_trips_it_should(
     db: tuple[ModuleType, sa.Engine],
 ) -> None:
-    from trips import counting
+    from trips import counting, one_connection
 
     module, engine = db
     name = "postgres" if module is postgres else "mysql"
-    one = module.make_engine(
-        engine.url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
-    )
-    jobs = module.Jobs(one)
-    # Connects, and checks the connection once. psycopg prepares a statement the
-    # fifth time it runs, with a trip of its own: here the claim before "fail".
-    jobs.claim(T0, T0)
     hold = T0 + timedelta(minutes=5)
     counted: dict[str, int] = {}
-    try:
-        with ExitStack() as counters:
-            on = [counters.enter_context(counting(one))]
-            if module is mysql:  # and on the store's autocommit pool
-                on.append(counters.enter_context(counting(one, mysql._autocommit(one))))
+    with one_connection(module, engine) as one, ExitStack() as counters:
+        jobs = module.Jobs(one)
+        # Connects, and checks the connection once. psycopg prepares a statement the
+        # fifth time it runs, with a trip of its own: here the claim before "fail".
+        jobs.claim(T0, T0)
+        on = [counters.enter_context(counting(one))]
+        if module is mysql:  # and on the store's autocommit pool
+            on.append(counters.enter_context(counting(one, mysql._autocommit(one))))
 
-            def trips() -> int:
-                return sum(count() for count in on)
+        def trips() -> int:
+            return sum(count() for count in on)
 
-            def measure(what: str, operation: Callable[[], Any]) -> Any:
-                before = trips()
-                result = operation()
-                counted[what] = trips() - before
-                return result
+        def measure(what: str, operation: Callable[[], Any]) -> Any:
+            before = trips()
+            result = operation()
+            counted[what] = trips() - before
+            return result
 
-            pushed = _job()
-            measure("push", lambda: jobs.push(pushed))
-            claimed = measure("claim", lambda: jobs.claim(T0, hold))
-            measure("claim empty", lambda: jobs.claim(T0, hold))
-            claimed.run_at = T0
-            measure("retry", lambda: jobs.retry(claimed))
-            claimed = jobs.claim(T0, hold)
-            measure("done", lambda: jobs.done(claimed))
-            jobs.push(_job())
-            claimed = jobs.claim(T0, hold)
-            measure("fail", lambda: jobs.fail(claimed))
-            measure("failed", jobs.failed)
-            measure("run_again", lambda: jobs.run_again(claimed.id, T0))
-            measure("first run", lambda: jobs.push_scheduled("s", _job(kind="s")))
-            later = _job(kind="s")
-            later.run_at = T0 + timedelta(hours=1)
-            measure("next run", lambda: jobs.push_scheduled("s", later))
-            measure("same run", lambda: jobs.push_scheduled("s", later))
-    finally:
-        one.dispose()
+        pushed = _job()
+        measure("push", lambda: jobs.push(pushed))
+        claimed = measure("claim", lambda: jobs.claim(T0, hold))
+        measure("claim empty", lambda: jobs.claim(T0, hold))
+        claimed.run_at = T0
+        measure("retry", lambda: jobs.retry(claimed))
+        claimed = jobs.claim(T0, hold)
+        measure("done", lambda: jobs.done(claimed))
+        jobs.push(_job())
+        claimed = jobs.claim(T0, hold)
+        measure("fail", lambda: jobs.fail(claimed))
+        measure("failed", jobs.failed)
+        measure("run_again", lambda: jobs.run_again(claimed.id, T0))
+        measure("first run", lambda: jobs.push_scheduled("s", _job(kind="s")))
+        later = _job(kind="s")
+        later.run_at = T0 + timedelta(hours=1)
+        measure("next run", lambda: jobs.push_scheduled("s", later))
+        measure("same run", lambda: jobs.push_scheduled("s", later))
     assert counted == TRIPS[name]
 
 
@@ -412,12 +406,11 @@ def test_many_schedules_pushed_from_many_threads_push_each_run_once(
 def test_a_connection_the_server_dropped_is_unavailable_once_then_replaced(
     db: tuple[ModuleType, sa.Engine],
 ) -> None:
+    from trips import one_connection
+
     module, engine = db
-    one = module.make_engine(
-        engine.url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
-    )
-    jobs = module.Jobs(one)
-    try:
+    with one_connection(module, engine) as one:
+        jobs = module.Jobs(one)
         jobs.push(_job())  # the pool now holds one connection
         with engine.connect() as conn:
             if module is postgres:
@@ -437,8 +430,6 @@ def test_a_connection_the_server_dropped_is_unavailable_once_then_replaced(
         assert raised.value.__cause__ is not None
         jobs.push(_job())  # on a new connection
         assert jobs.claim(T0, T0 + timedelta(minutes=5)) is not None
-    finally:
-        one.dispose()
 
 
 def test_an_error_is_told_in_one_line(db: tuple[ModuleType, sa.Engine]) -> None:

@@ -12,10 +12,23 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.pool import Pool
+
+
+@contextmanager
+def one_connection(module: ModuleType, engine: sa.Engine) -> Iterator[sa.Engine]:
+    """An engine of the Store ``module`` on ``engine``'s database, with one pooled
+    connection (each operation then uses the connection counted); disposed at the end."""
+    url = engine.url.render_as_string(hide_password=False)
+    one: sa.Engine = module.make_engine(url, pool_size=1, max_overflow=0)
+    try:
+        yield one
+    finally:
+        one.dispose()
 
 
 @contextmanager
