@@ -796,6 +796,9 @@ _AUTOCOMMIT_MADE = threading.Lock()
 
 
 def _autocommit(engine: Engine) -> Pool:
+    pool = _AUTOCOMMIT.get(engine)
+    if pool is not None:
+        return pool  # each push and settle asks: no lock once the pool is made
     with _AUTOCOMMIT_MADE:
         pool = _AUTOCOMMIT.get(engine)
         if pool is None:
