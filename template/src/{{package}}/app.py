@@ -6,6 +6,8 @@ database they are given.
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
@@ -65,7 +67,7 @@ class App:
         self.queue.wake()
         return user, job
 
-    def transaction(self, work: Callable[[Connection], _T], *, tries: int = 3) -> _T:
+    def transaction(self, work: Callable[[Connection], _T], *, tries: int = 5) -> _T:
         """Run ``work`` in a transaction of its own, and again if the database undid it.
 
         MySQL and MariaDB undo a whole transaction that deadlocked, as pushes of
@@ -73,7 +75,8 @@ class App:
         turns a write away while another process holds the lock too long. The
         store raises ``jobq.StoreLocked`` for each, after the transaction was
         rolled back whole: running ``work`` again is safe when it does nothing
-        outside the database.
+        outside the database. Each try waits a little longer, at random, so that
+        the transactions that met do not meet again at once.
         """
         for left in reversed(range(tries)):
             try:
@@ -82,6 +85,7 @@ class App:
             except jobq.StoreLocked:
                 if not left:
                     raise
+            time.sleep(random.uniform(0, 0.02 * (tries - left)))
         raise ValueError(f"tries must be at least 1, not {tries}")
 
     def pause(self, kind: str, for_: timedelta | None = None) -> datetime | None:
