@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -212,6 +213,55 @@ def test_an_async_handler_past_its_timeout_is_cancelled_and_retried(store: Memor
     again = _claim_at(store, datetime.now(UTC) + timedelta(seconds=61))
     assert again is not None
     assert again.error == "the job took longer than its timeout, 0.05s"
+
+
+def test_a_handlers_own_timeout_error_is_kept_as_it_said_and_not_taken_for_the_kinds(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store)
+
+    @q.kind("fetch", timeout=30, backoff=lambda attempt: 60)
+    async def fetch(job: int) -> None:
+        raise TimeoutError("the mail server did not answer in 5s")
+
+    fetch.push(1)
+    q.drain()
+    again = _claim_at(store, datetime.now(UTC) + timedelta(seconds=61))
+    assert again is not None
+    assert again.error == "the mail server did not answer in 5s"
+
+
+def test_a_handler_that_swallows_its_timeout_is_done_and_the_next_job_runs_whole(
+    store: MemoryStore,
+) -> None:
+    """Its cancel is taken back as its deadline ends: keeping its outcome, and the
+    next job of the same run, are not cancelled in its place."""
+    ran: list[jobq.Ran] = []
+    q = jobq.Queue(store, observe=ran.append)
+    slept: list[int] = []
+
+    @q.kind("stubborn", timeout=0.05)
+    async def stubborn(job: int) -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # as if it ran to its end
+            await asyncio.sleep(30)
+        await asyncio.sleep(0.01)
+        slept.append(job)
+
+    stubborn.push(1)
+    stubborn.push(2)
+
+    async def run() -> None:
+        task = asyncio.create_task(q.run())
+        for _ in range(200):
+            if len(ran) == 2:
+                break
+            await asyncio.sleep(0.02)
+        q.stop()
+        await task
+
+    asyncio.run(run())
+    assert slept == [1, 2]
+    assert [str(r.outcome) for r in ran] == ["done", "done"]
 
 
 def test_a_thread_past_its_timeout_fails_its_attempt_and_keeps_its_worker_until_it_returns(
