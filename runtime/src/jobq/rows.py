@@ -38,6 +38,7 @@ COLUMNS = (
     "unique_key, alone_key, at_once, carried, priority"
 )
 
+_WIDTH = COLUMNS.count(",") + 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
@@ -82,25 +83,36 @@ def fence(job: Job) -> dict[str, Any]:
 
 
 def job(row: Sequence[Any]) -> Job:
-    """A job from a row of ``COLUMNS`` (or of their first few)."""
-
-    def get(i: int) -> Any:
-        return row[i] if len(row) > i else None
-
-    failed_at, carried = get(6), get(10)
+    """A job from a row of ``COLUMNS`` (or of their first few; columns after them are left)."""
+    if len(row) < _WIDTH:
+        row = (*row, *(None,) * (_WIDTH - len(row)))
+    (
+        id,
+        kind,
+        payload,
+        run_at,
+        attempts,
+        error,
+        failed_at,
+        unique_key,
+        alone_key,
+        at_once,
+        carried,
+        priority,
+    ) = row[:_WIDTH]
     return Job(
-        kind=row[1],
-        payload=row[2],
-        run_at=at(int(row[3])),
-        id=str(row[0]),
-        attempts=int(row[4]),
-        error=row[5],
+        kind=kind,
+        payload=payload,
+        run_at=at(int(run_at)),
+        id=str(id),
+        attempts=int(attempts),
+        error=error,
         failed_at=None if failed_at is None else at(int(failed_at)),
-        key=get(7) or get(8) or "",
-        one_at_a_time=get(8) is not None,
-        at_once=int(get(9) or 0),
+        key=unique_key or alone_key or "",
+        one_at_a_time=alone_key is not None,
+        at_once=int(at_once or 0),
         carried=None if carried is None else json.loads(carried),
-        priority=int(get(11) or 0),
+        priority=int(priority or 0),
     )
 
 
