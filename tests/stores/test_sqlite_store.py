@@ -10,8 +10,10 @@ reads, and what the claim's statements read.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import threading
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -212,6 +214,45 @@ def test_a_push_that_waits_past_the_busy_timeout_says_what_holds_the_lock_and_wh
     assert len(message.splitlines()) == 1
     assert raised.value.__cause__ is not None
     jobs.push(_job())  # once the lock is let go
+
+
+def test_plain_pushes_take_no_connection_from_the_pool_after_a_threads_first(
+    engine: sa.Engine,
+) -> None:
+    """A push is one INSERT in autocommit on a connection its thread keeps: the
+    pool's checkout and return, and a BEGIN and COMMIT, would double its time."""
+    jobs = sqlite.Jobs(engine)
+    checkouts: list[object] = []
+    sa.event.listen(engine, "checkout", lambda *_: checkouts.append(1))
+    jobs.push(_job())
+    assert len(checkouts) == 1  # the thread's connection, made by the engine
+    for _ in range(20):
+        jobs.push(_job())
+    assert len(checkouts) == 1
+    other = threading.Thread(target=lambda: jobs.push(_job()))
+    other.start()
+    other.join()
+    assert len(checkouts) == 2  # a thread of its own, a connection of its own
+    assert len(jobs.claim_many(T0, T0 + HOLD, 100)) == 22
+
+
+def test_a_forked_process_pushes_on_a_connection_of_its_own(engine: sa.Engine) -> None:
+    """SQLite's own rule: a connection is never used on both sides of a fork."""
+    jobs = sqlite.Jobs(engine)
+    jobs.push(_job("before"))
+    parents = jobs._pushing_connection()
+    child = os.fork()
+    if child == 0:  # the child: never back into pytest
+        try:
+            jobs.push(_job("child"))
+            os._exit(0 if jobs._pushing_connection() is not parents else 2)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    jobs.push(_job("after"))
+    claimed = jobs.claim_many(T0, T0 + HOLD, 10)
+    assert sorted(j.kind for j in claimed) == ["after", "before", "child"]
 
 
 def _plan(engine: sa.Engine, statement: Any) -> list[str]:
