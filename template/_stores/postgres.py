@@ -112,12 +112,24 @@ _CHANNEL = "jobq"
 # A kind paused until resumed is held until the last millisecond a bigint has.
 _FOREVER = 2**63 - 1
 
-# What a due job of a kind that is not held back is, for each claim below.
-# The kinds held back are read once per statement (an InitPlan), not per row.
-_DUE = """
+
+def _due(jobs: str) -> str:
+    """What a due job (of the table named ``jobs`` in the query) of a kind not held back is.
+
+    The held kinds are an anti-join, not ``kind <> ALL (ARRAY(...))``: the
+    planner can't see into an array read as the statement runs, guessed that
+    few jobs passed it, and sorted every due job for a batch rather than read
+    the index in order (a claim of 128 of 50,000 due jobs: 73 ms, against 3.5
+    ms so; test_a_batch_claim_reads_the_due_index_in_order_however_many_wait).
+    """
+    return f"""
     failed_at IS NULL AND run_at <= :now AND held_until <= :now
-    AND kind <> ALL (ARRAY(SELECT kind FROM held_kinds WHERE held_until > :now))
+    AND NOT EXISTS (
+        SELECT 1 FROM held_kinds AS held
+        WHERE held.kind = {jobs}.kind AND held.held_until > :now
+    )
 """
+
 
 # A limited job that its limits let through as things stand, before any lock:
 # no held job of its kind has its key, and its kind holds fewer than its limit.
@@ -173,13 +185,16 @@ _CLAIMED = rows.COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
 # over. The nested loop reads the priorities in the order the recursive CTE
 # makes them, highest first, and stops once the LIMIT is met, so a priority
 # below is never read, nor its rows locked, when the ones above filled it.
+# The UPDATE names the chosen IDs twice: as an array too, the planner reads
+# them by the primary key, where for a batch it would read the whole table to
+# hash-join them (1 ms at 5,000 jobs).
 _CLAIM = text(
     f"""
     WITH RECURSIVE {_PRIORITIES},
     next_limited AS MATERIALIZED (
         SELECT l.priority, l.run_at, l.id FROM priorities AS p CROSS JOIN LATERAL (
             SELECT priority, run_at, id FROM jobs AS due
-            WHERE due.priority = p.priority AND {_LIMITED} AND {_DUE} {_MAY_RUN}
+            WHERE due.priority = p.priority AND {_LIMITED} AND {_due("due")} {_MAY_RUN}
             ORDER BY run_at, id LIMIT 1
         ) AS l
         WHERE p.priority IS NOT NULL
@@ -188,7 +203,7 @@ _CLAIM = text(
     chosen AS (
         SELECT c.pick, c.was_key FROM priorities AS p CROSS JOIN LATERAL (
             SELECT id AS pick, unique_key AS was_key FROM jobs
-            WHERE jobs.priority = p.priority AND {_UNLIMITED} AND {_DUE}
+            WHERE jobs.priority = p.priority AND {_UNLIMITED} AND {_due("jobs")}
             AND NOT EXISTS (
                 SELECT 1 FROM next_limited AS l
                 WHERE (-l.priority, l.run_at, l.id) < (-jobs.priority, jobs.run_at, jobs.id)
@@ -200,7 +215,8 @@ _CLAIM = text(
         LIMIT :most
     ),
     claimed AS (
-        UPDATE jobs {_HOLD} FROM chosen WHERE jobs.id = chosen.pick
+        UPDATE jobs {_HOLD} FROM chosen
+        WHERE jobs.id = chosen.pick AND jobs.id = ANY (ARRAY(SELECT pick FROM chosen))
         RETURNING {_CLAIMED}
     )
     SELECT {rows.COLUMNS}, false FROM claimed
@@ -218,7 +234,7 @@ _LOCK = text(
     f"""
     WITH candidates AS (
         SELECT kind, alone_key, at_once FROM jobs AS due
-        WHERE {_LIMITED} AND {_DUE} {_MAY_RUN}
+        WHERE {_LIMITED} AND {_due("due")} {_MAY_RUN}
         {_ORDER} LIMIT :window
     ),
     wanted AS (
@@ -246,7 +262,7 @@ _CLAIM_LIMITED = text(
     ),
     limited AS (
         SELECT id, kind, alone_key, at_once, priority, run_at, unique_key FROM jobs AS due
-        WHERE {_LIMITED} AND {_DUE} {_MAY_RUN}
+        WHERE {_LIMITED} AND {_due("due")} {_MAY_RUN}
         AND (alone_key IS NULL OR EXISTS (
             SELECT 1 FROM locked WHERE locked.kind = due.kind AND locked.alone_key = due.alone_key
         ))
@@ -258,7 +274,7 @@ _CLAIM_LIMITED = text(
     ),
     free AS (
         SELECT id, kind, alone_key, at_once, priority, run_at, unique_key FROM jobs
-        WHERE {_UNLIMITED} AND {_DUE}
+        WHERE {_UNLIMITED} AND {_due("jobs")}
         {_ORDER} LIMIT :most
         FOR UPDATE OF jobs SKIP LOCKED
     ),
@@ -278,7 +294,8 @@ _CLAIM_LIMITED = text(
         ) <= at_once
         {_ORDER} LIMIT :most
     )
-    UPDATE jobs {_HOLD} FROM chosen WHERE jobs.id = chosen.pick
+    UPDATE jobs {_HOLD} FROM chosen
+        WHERE jobs.id = chosen.pick AND jobs.id = ANY (ARRAY(SELECT pick FROM chosen))
     RETURNING {_CLAIMED}
     """
 )
