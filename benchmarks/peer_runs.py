@@ -1,6 +1,6 @@
 """One run of a peer queue, in the benchmark's own virtual environment (see peers.py).
 
-    VENV/bin/python benchmarks/peer_runs.py pgqueuer POSTGRES_DSN JOBS
+    VENV/bin/python benchmarks/peer_runs.py pgqueuer POSTGRES_DSN JOBS [BATCH]
     VENV/bin/python benchmarks/peer_runs.py huey SQLITE_FILE JOBS WORKERS
 
 Pushes JOBS no-op jobs, then runs them all, and prints one line of JSON:
@@ -22,8 +22,8 @@ from importlib.metadata import version
 from typing import Any
 
 
-def pgqueuer_run(dsn: str, n: int) -> dict[str, Any]:
-    """pgqueuer's QueueManager at its defaults (batches of 10), on asyncpg, drained."""
+def pgqueuer_run(dsn: str, n: int, batch: int) -> dict[str, Any]:
+    """pgqueuer's QueueManager, on asyncpg, drained: its defaults but ``batch`` (its default 10)."""
     import asyncio
 
     import asyncpg
@@ -54,7 +54,7 @@ def pgqueuer_run(dsn: str, n: int) -> dict[str, Any]:
 
             # drain: run returns once the queue is empty and its last completions are
             # written (its status log buffer is flushed as run leaves), i.e. all are done.
-            await manager.run(mode=QueueExecutionMode.drain, batch_size=10)
+            await manager.run(mode=QueueExecutionMode.drain, batch_size=batch)
             ended = time.perf_counter()
             left = await connection.fetchval("SELECT count(*) FROM pgqueuer")
             if left:
@@ -125,7 +125,7 @@ def huey_run(filename: str, n: int, workers: int) -> dict[str, Any]:
 def main() -> None:
     peer, *args = sys.argv[1:]
     if peer == "pgqueuer":
-        result = pgqueuer_run(args[0], int(args[1]))
+        result = pgqueuer_run(args[0], int(args[1]), int(args[2]) if len(args) > 2 else 10)
     elif peer == "huey":
         result = huey_run(args[0], int(args[1]), int(args[2]))
     else:
