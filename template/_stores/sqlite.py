@@ -650,6 +650,7 @@ class Jobs:
         raw = self._engine.raw_connection()
         connection: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
         raw.detach()  # ours from now on: closed as the thread ends and its local goes
+        connection.isolation_level = None  # autocommit, whatever the engine was made with
         self._pushing.kept = (os.getpid(), connection)
         return connection
 

@@ -236,6 +236,23 @@ def test_plain_pushes_take_no_connection_from_the_pool_after_a_threads_first(
     assert len(jobs.claim_many(T0, T0 + HOLD, 100)) == 22
 
 
+def test_a_push_on_an_engine_not_made_by_make_engine_is_kept_at_once(
+    engine: sa.Engine, url: str
+) -> None:
+    """sqlite3's own default opens a transaction before an INSERT and leaves it open:
+    a push's own connection is in autocommit whatever the engine."""
+    plain = sa.create_engine(url)
+    try:
+        sqlite.Jobs(plain).push(_job())
+        other = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            assert other.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
+        finally:
+            other.close()
+    finally:
+        plain.dispose()
+
+
 def test_a_forked_process_pushes_on_a_connection_of_its_own(engine: sa.Engine) -> None:
     """SQLite's own rule: a connection is never used on both sides of a fork."""
     jobs = sqlite.Jobs(engine)
