@@ -471,7 +471,15 @@ class Jobs:
         # INSERT's own; a SQLite connection is a file handle and a small cache.
         with _translated():
             connection = self._pushing_connection()
-            job.id = str(connection.execute(_PUSH.text, rows.insert(job)).fetchall()[0][0])
+            try:
+                job.id = str(connection.execute(_PUSH.text, rows.insert(job)).fetchall()[0][0])
+            except sqlite3.Error as error:
+                if _busy(error):
+                    raise
+                # The file may be gone or replaced: the next push opens it anew.
+                self._pushing.kept = None
+                connection.close()
+                raise
 
     def claim(self, now: datetime, until: datetime) -> Job | None:
         claimed = self.claim_many(now, until, 1)
@@ -747,9 +755,15 @@ def _translated() -> Iterator[None]:
         ) from error
 
 
+def _busy(error: BaseException | None) -> bool:
+    """Whether SQLite said another connection held the lock it waited for."""
+    code = getattr(error, "sqlite_errorcode", 0) & 0xFF  # the primary code
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def _portable(original: BaseException | None, invalidated: bool) -> jobq.StoreError:
     code = getattr(original, "sqlite_errorcode", 0) & 0xFF  # the primary code
-    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+    if _busy(original):
         # Which connection holds the lock, SQLite does not say: say what is known.
         return jobq.StoreLocked(
             "another connection or process held the SQLite database's write lock past "

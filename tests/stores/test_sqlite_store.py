@@ -24,7 +24,7 @@ import sources
 import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
-from jobq import Job, StoreLocked
+from jobq import Job, StoreError, StoreLocked
 from jobq.rows import ms
 from jobq.testing import InTransaction, StoreSuite
 
@@ -251,6 +251,18 @@ def test_a_push_on_an_engine_not_made_by_make_engine_is_kept_at_once(
             other.close()
     finally:
         plain.dispose()
+
+
+def test_a_push_whose_connection_broke_fails_and_the_next_push_opens_a_new_one(
+    engine: sa.Engine,
+) -> None:
+    jobs = sqlite.Jobs(engine)
+    jobs.push(_job("before"))
+    jobs._pushing_connection().close()  # as a file gone or unreadable would leave it
+    with pytest.raises(StoreError):
+        jobs.push(_job("lost"))
+    jobs.push(_job("after"))
+    assert sorted(j.kind for j in jobs.claim_many(T0, T0 + HOLD, 10)) == ["after", "before"]
 
 
 def test_a_forked_process_pushes_on_a_connection_of_its_own(engine: sa.Engine) -> None:
