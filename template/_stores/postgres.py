@@ -168,6 +168,14 @@ _NONE = ", ".join(["NULL"] * len(rows.COLUMNS.split(", ")))
 # A claim clears the key, and gives the job back with the key it had, which a
 # hold-back puts back.
 _CLAIMED = rows.COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
+# Both claims hold the jobs their `chosen` picked. The IDs are named twice: as an
+# array too, the planner reads them by the primary key, where for a batch it
+# would read the whole table to hash-join them (1 ms at 5,000 jobs).
+_HOLD_CHOSEN = f"""
+    UPDATE jobs {_HOLD} FROM chosen
+    WHERE jobs.id = chosen.pick AND jobs.id = ANY (ARRAY(SELECT pick FROM chosen))
+    RETURNING {_CLAIMED}
+"""
 
 # The claim of jobs with no limit: one statement, however many at once. SKIP
 # LOCKED passes over the rows other claims have locked rather than wait for
@@ -185,9 +193,6 @@ _CLAIMED = rows.COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
 # over. The nested loop reads the priorities in the order the recursive CTE
 # makes them, highest first, and stops once the LIMIT is met, so a priority
 # below is never read, nor its rows locked, when the ones above filled it.
-# The UPDATE names the chosen IDs twice: as an array too, the planner reads
-# them by the primary key, where for a batch it would read the whole table to
-# hash-join them (1 ms at 5,000 jobs).
 _CLAIM = text(
     f"""
     WITH RECURSIVE {_PRIORITIES},
@@ -215,9 +220,7 @@ _CLAIM = text(
         LIMIT :most
     ),
     claimed AS (
-        UPDATE jobs {_HOLD} FROM chosen
-        WHERE jobs.id = chosen.pick AND jobs.id = ANY (ARRAY(SELECT pick FROM chosen))
-        RETURNING {_CLAIMED}
+        {_HOLD_CHOSEN}
     )
     SELECT {rows.COLUMNS}, false FROM claimed
     UNION ALL
@@ -294,9 +297,7 @@ _CLAIM_LIMITED = text(
         ) <= at_once
         {_ORDER} LIMIT :most
     )
-    UPDATE jobs {_HOLD} FROM chosen
-        WHERE jobs.id = chosen.pick AND jobs.id = ANY (ARRAY(SELECT pick FROM chosen))
-    RETURNING {_CLAIMED}
+    {_HOLD_CHOSEN}
     """
 )
 
