@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.pool import PoolProxiedConnection
     from sqlalchemy.sql.elements import TextClause
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
@@ -811,7 +812,7 @@ class Jobs:
             was = driver.autocommit
             driver.autocommit = True
             try:
-                yield _Driver(driver)
+                yield _Driver(driver, _cursor(raw, driver))
             except psycopg.Error as error:
                 if driver.closed or driver.broken:
                     raw.invalidate(error)  # not back to the pool: the next one connects anew
@@ -848,14 +849,15 @@ class _Driver:
     as SQLAlchemy compiled them once, with psycopg's %(name)s parameters.
     """
 
-    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+    def __init__(self, connection: psycopg.Connection[Any], cursor: psycopg.Cursor[Any]) -> None:
         self._connection = connection
+        self._cursor = cursor
 
     def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return self._connection.execute(_driver_sql(statement), params).fetchall()
+        return self._cursor.execute(_driver_sql(statement), params).fetchall()
 
     def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        return self._connection.execute(_driver_sql(statement), params).rowcount
+        return self._cursor.execute(_driver_sql(statement), params).rowcount
 
     def transaction(self) -> AbstractContextManager[Any]:
         """BEGIN ... COMMIT around the block (ROLLBACK on an error), in autocommit mode."""
@@ -867,6 +869,21 @@ class _Bound(rows.Through):
 
     def transaction(self) -> AbstractContextManager[Any]:
         return nullcontext()
+
+
+def _cursor(raw: PoolProxiedConnection, driver: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """The cursor the store keeps on each of the pool's connections, made on first use.
+
+    A cursor keeps what it learned of the parameters' and columns' types, which
+    a new cursor looks up again: about 15 µs of a push's 200 on the loopback.
+    """
+    cursor: psycopg.Cursor[Any] | None = raw.info.get(_CURSOR)
+    if cursor is None or cursor.connection is not driver:  # a connection made anew
+        cursor = raw.info[_CURSOR] = driver.cursor()
+    return cursor
+
+
+_CURSOR = "jobq.cursor"
 
 
 @functools.cache

@@ -423,6 +423,31 @@ def test_a_held_back_or_paused_kind_is_passed_over_by_both_claims(pg_engine: sa.
 # Wakes
 
 
+def test_the_stores_statements_on_a_pooled_connection_share_one_cursor(
+    pg_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cursor keeps the types it looked up; a new one each statement would look again."""
+    import psycopg
+
+    jobs = postgres.Jobs(pg_engine)
+    jobs.push(_job("mail"))  # the pool's one connection, and its cursor, made
+    made = 0
+    cursor = psycopg.Connection.cursor
+
+    def counted(self: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
+        nonlocal made
+        made += 1
+        return cursor(self, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "cursor", counted)
+    for _ in range(3):
+        jobs.push(_job("mail"))
+    claimed = jobs.claim_many(T0, HOLD, 10)
+    jobs.settle_many(done=claimed)
+    assert len(claimed) == 4
+    assert made == 0
+
+
 @pytest.fixture
 def listening(pg_engine: sa.Engine) -> Iterator[threading.Event]:
     """A store of its own engine listening; the event is set at each wake."""
