@@ -30,6 +30,7 @@ from jobq.job import Job, Outcome, Ran
 from jobq.kind import Kind, seconds
 from jobq.log import say, say_job
 from jobq.store import HoldBackStore, NotifyStore, RenewStore, Store
+from jobq.threads import HandlerThreads
 
 if TYPE_CHECKING:
     from jobq.schedule import Schedule
@@ -143,7 +144,7 @@ class Runner:
             longest = max((k.options.timeout for k in kinds.values()), default=0.0)
             self.hold = timedelta(seconds=longest) + _HOLD_MARGIN
         self._calls = StoreCalls(self.store)
-        self._handler_threads: ThreadPoolExecutor | None = None
+        self._handler_threads: HandlerThreads | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[Any] | None = None
@@ -190,7 +191,7 @@ class Runner:
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
-        self._handler_threads = ThreadPoolExecutor(self.workers, thread_name_prefix="jobq-job")
+        self._handler_threads = HandlerThreads(self.workers, "jobq-job")
         # Claims, settles, renewals, pushes of schedules and the listener's start.
         store_threads = ThreadPoolExecutor(self.workers + 4, thread_name_prefix="jobq-store")
         self._calls = StoreCalls(self.store, store_threads)
@@ -226,7 +227,7 @@ class Runner:
             await asyncio.gather(*side, return_exceptions=True)
             if stop_listening is not None:
                 stop_listening()
-            self._handler_threads.shutdown(wait=False, cancel_futures=True)
+            self._handler_threads.shutdown()
             store_threads.shutdown(wait=False)
             self._loop = self._task = None
             say(logging.INFO, "the queue stopped")
@@ -236,7 +237,7 @@ class Runner:
     async def drain(self) -> int:
         """Run the due jobs one at a time in the caller's task; return how many ran."""
         self._loop = asyncio.get_running_loop()
-        self._handler_threads = ThreadPoolExecutor(1, thread_name_prefix="jobq-drain")
+        self._handler_threads = HandlerThreads(1, "jobq-drain")
         ran = 0
         try:
             while True:
@@ -250,7 +251,7 @@ class Runner:
                 run = asyncio.create_task(self._work(job, lambda: None), name=f"jobq job {job.id}")
                 ran += await run
         finally:
-            self._handler_threads.shutdown(wait=False)
+            self._handler_threads.shutdown()
             self._loop = None
 
     def _watch(self, work: Coroutine[Any, Any, None], what: str) -> asyncio.Task[None]:
@@ -528,7 +529,8 @@ class Runner:
             return
         context = contextvars.copy_context()
         started = loop.time()
-        thread = loop.run_in_executor(self._handler_threads, context.run, kind.handler, value)
+        assert self._handler_threads is not None  # made as the run starts
+        thread = self._handler_threads.call(context, kind.handler, value)
         try:
             async with asyncio.timeout(timeout) as deadline:
                 self._deadlines[job.id] = deadline
@@ -693,14 +695,10 @@ class Runner:
                 async with asyncio.timeout(timeout):
                     await on_fail(attempt.value, error)
             else:
-                loop = asyncio.get_running_loop()
-                call = contextvars.copy_context().run
-                await asyncio.wait_for(
-                    loop.run_in_executor(
-                        self._handler_threads, call, on_fail, attempt.value, error
-                    ),
-                    timeout,
-                )
+                assert self._handler_threads is not None
+                context = contextvars.copy_context()
+                thread = self._handler_threads.call(context, on_fail, attempt.value, error)
+                await asyncio.wait_for(thread, timeout)
         except Exception as e:
             say_job(
                 job,

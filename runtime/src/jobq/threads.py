@@ -1,0 +1,80 @@
+"""Threads for plain-function handlers, whose ends reach the loop together.
+
+``loop.run_in_executor`` wakes the loop once for every call that ends: a write
+to its self-pipe, a pass of its selector, a callback. With many workers whose
+jobs end at about the same moment, those wakes cost the loop more than the jobs
+do. Here a call that ends puts its outcome on a list and wakes the loop only
+when no wake is on its way already: one wake settles every call that ended
+before the loop got to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+__all__ = ["HandlerThreads"]
+
+# A call's future, and what it came to: (result, None) or (None, its error).
+_Ended = tuple["asyncio.Future[Any]", Any, BaseException | None]
+
+
+class HandlerThreads:
+    """Up to ``workers`` threads that run plain functions for the loop they were made on."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
+        self._ended: deque[_Ended] = deque()
+        self._waking = False  # a wake is on its way to the loop: the ends join it
+
+    def call(
+        self, context: contextvars.Context, fn: Callable[..., Any], *args: Any
+    ) -> asyncio.Future[Any]:
+        """``fn(*args)`` in ``context``, in a thread; the future has what it returns or raises.
+
+        Cancelling the future does not stop the thread: what it comes to is dropped.
+        """
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self._pool.submit(self._run, future, context, fn, args)
+        return future
+
+    def shutdown(self) -> None:
+        """Start no call not started yet; the threads that run go on to their end."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(
+        self,
+        future: asyncio.Future[Any],
+        context: contextvars.Context,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+    ) -> None:
+        try:
+            self._ended.append((future, context.run(fn, *args), None))
+        except BaseException as error:  # the awaiting task raises it, as asyncio would
+            self._ended.append((future, None, error))
+        # Put on the list first, then look: a wake seen on its way has not yet
+        # emptied the list, so it settles this end too.
+        if not self._waking:
+            self._waking = True
+            # A loop that has closed has no one waiting for the end any more.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._settle)
+
+    def _settle(self) -> None:
+        self._waking = False  # before emptying: an end put after this wakes anew
+        ended = self._ended
+        while ended:
+            future, result, error = ended.popleft()
+            if future.cancelled():
+                continue
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
