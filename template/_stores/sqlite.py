@@ -194,6 +194,7 @@ _INSERT = """
 # A plain push keeps no unique key, whatever the job's key: only push_unique's
 # and push_latest's jobs are turned away or found by it.
 _PUSH = text(_INSERT.format(unique_key="NULL") + " RETURNING id")
+_PUSH_TEXT = _PUSH.text  # sqlite3 takes its :name parameters as they are
 
 # The unique index turns the insert away, and no row comes back, when a job of
 # the kind and key waits.
@@ -469,17 +470,15 @@ class Jobs:
         # and no pool, on a connection this thread keeps for its pushes. A push
         # is what a request does, and these save half its time beside the
         # INSERT's own; a SQLite connection is a file handle and a small cache.
-        with _translated():
-            connection = self._pushing_connection()
-            try:
-                job.id = str(connection.execute(_PUSH.text, rows.insert(job)).fetchall()[0][0])
-            except sqlite3.Error as error:
-                if _busy(error):
-                    raise
+        connection = self._pushing_connection()
+        try:
+            job.id = str(connection.execute(_PUSH_TEXT, rows.insert(job)).fetchall()[0][0])
+        except sqlite3.Error as error:
+            if not _busy(error):
                 # The file may be gone or replaced: the next push opens it anew.
                 self._pushing.kept = None
                 connection.close()
-                raise
+            raise _portable(error, False) from error
 
     def claim(self, now: datetime, until: datetime) -> Job | None:
         claimed = self.claim_many(now, until, 1)
@@ -655,7 +654,8 @@ class Jobs:
         kept: tuple[int, sqlite3.Connection] | None = getattr(self._pushing, "kept", None)
         if kept is not None and kept[0] == os.getpid():
             return kept[1]
-        raw = self._engine.raw_connection()
+        with _translated():
+            raw = self._engine.raw_connection()
         connection: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
         raw.detach()  # ours from now on: closed as the thread ends and its local goes
         connection.isolation_level = None  # autocommit, whatever the engine was made with
