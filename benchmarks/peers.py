@@ -19,7 +19,8 @@ In one run, on each database (a database of its own on each server, a file for S
    own (--venv), made once and reused, and run in subprocesses with its Python:
    the project's .venv never has them.
 3. push: --jobs pushes, one per call as a request does (``Kind.push``), beside
-   the raw driver's single INSERT of the same row, one per call.
+   the raw driver's single INSERT of the same row, one per call; the two take
+   turns, in blocks of a tenth of --jobs, on the same table.
 4. the raw driver's cycle: claim a batch of 1, 10 or 100 (SKIP LOCKED on
    Postgres and MariaDB, one UPDATE ... RETURNING on SQLite), then delete it,
    until --jobs are gone: the physical limit a queue's run is read against.
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -140,8 +142,8 @@ def vacuum(url: str) -> None:
     engine.dispose()
 
 
-def ours(module: ModuleType, url: str, n: int, workers: int) -> tuple[float, float, bool]:
-    """Pushes a second through Kind.push, jobs a second through Queue.run; a BatchStore?"""
+def ours(module: ModuleType, url: str, n: int, workers: int) -> tuple[float, bool]:
+    """Jobs a second through Queue.run, of n pushed first; whether the store is a BatchStore."""
     engine = module.make_engine(url, pool_size=workers + 4)
     clear(engine)
     store = module.Jobs(engine)
@@ -165,15 +167,53 @@ def ours(module: ModuleType, url: str, n: int, workers: int) -> tuple[float, flo
             queue.stop()
 
     queue.observe = ran
-    start = time.perf_counter()
     for i in range(n):
         noop.push(i)
-    pushed = time.perf_counter() - start
     asyncio.run(queue.run())
     engine.dispose()
     if left:
         raise SystemExit(f"Queue.run stopped with {left} of {n} jobs not run")
-    return n / pushed, n / (last - first), isinstance(store, jobq.BatchStore)
+    return n / (last - first), isinstance(store, jobq.BatchStore)
+
+
+PUSH_BLOCKS = 10  # blocks of Kind.push and of the raw INSERT, taken in turn
+
+
+def pushes(module: ModuleType, url: str, raw: Raw, n: int) -> tuple[float, float]:
+    """Kind.push and the raw driver's INSERT of the same rows, a second, one job a call.
+
+    They take turns, a block of --jobs/10 each, which goes first alternating,
+    on the same table: so a spell of load on the machine, or the database's own
+    work in the background (InnoDB purging the rows a run deleted, autovacuum),
+    falls on both alike. Measured apart, minutes from each other, their ratio
+    moved by a tenth from one round to the next.
+    """
+    engine = module.make_engine(url)
+    clear(engine)
+    queue = jobq.Queue(module.Jobs(engine))
+
+    @queue.kind("noop")
+    async def noop(value: int) -> None:
+        pass
+
+    size = max(1, n // PUSH_BLOCKS)
+    took = {"push": 0.0, "insert": 0.0}
+
+    def ours() -> None:
+        for i in range(size):
+            noop.push(i)
+
+    for block in range(PUSH_BLOCKS):
+        insert = functools.partial(raw.insert_each, [raw.row(i) for i in range(size)])
+        steps = [("push", ours), ("insert", insert)]
+        for name, step in steps if block % 2 else steps[::-1]:
+            start = time.perf_counter()
+            step()
+            took[name] += time.perf_counter() - start
+    engine.dispose()
+    raw.clear()
+    done = size * PUSH_BLOCKS
+    return done / took["push"], done / took["insert"]
 
 
 # --- the raw driver ----------------------------------------------------------------
@@ -257,20 +297,16 @@ class Raw:
         if self.db == "postgres":
             cursor.execute("VACUUM jobs")  # the cycles' dead rows, gone as a queue's would be
 
-    def inserts(self, n: int) -> float:
-        """Single INSERTs a second, each its own transaction, as a push is."""
-        self.clear()
+    def insert_each(self, rows: list[tuple[Any, ...]]) -> None:
+        """Each row in an INSERT of its own, each its own transaction, as a push is."""
         statement = self.insert_sql()
-        params = [self.row(i) for i in range(n)]
         cursor = self.connection.cursor()
-        start = time.perf_counter()
         if self.db == "mysql":
-            for p in params:
-                cursor.execute(statement, p)
+            for row in rows:
+                cursor.execute(statement, row)
         else:
-            for p in params:
-                cursor.execute(statement, p).fetchone()
-        return n / (time.perf_counter() - start)
+            for row in rows:
+                cursor.execute(statement, row).fetchone()
 
     def fill(self, n: int) -> None:
         self.clear()
@@ -398,8 +434,7 @@ def one_round(
     samples: Samples,
 ) -> None:
     for workers in WORKERS:
-        pushes, rate, samples.batch_store = ours(module, url, n, workers)
-        samples.add("push", pushes)
+        rate, samples.batch_store = ours(module, url, n, workers)
         samples.add(f"ours {workers}", rate)
     peer = PEERS.get(db)
     if peer and python:
@@ -425,7 +460,9 @@ def one_round(
                 )
                 samples.add(f"peer {workers}", n / seconds)
     with Raw.open(db, url) as raw:
-        samples.add("insert", raw.inserts(n))
+        push, insert = pushes(module, url, raw, n)
+        samples.add("push", push)
+        samples.add("insert", insert)
         for batch in BATCHES:
             samples.add(f"cycle {batch}", raw.cycles(n, batch))
         raw.clear()
