@@ -215,15 +215,24 @@ def test_an_async_handler_past_its_timeout_is_cancelled_and_retried(store: Memor
     assert again.error == "the job took longer than its timeout, 0.05s"
 
 
+@pytest.mark.parametrize("plain", [False, True], ids=["async def", "def"])
 def test_a_handlers_own_timeout_error_is_kept_as_it_said_and_not_taken_for_the_kinds(
-    store: MemoryStore,
+    store: MemoryStore, plain: bool
 ) -> None:
     q = jobq.Queue(store)
 
-    @q.kind("fetch", timeout=30, backoff=lambda attempt: 60)
-    async def fetch(job: int) -> None:
+    def said() -> None:
         raise TimeoutError("the mail server did not answer in 5s")
 
+    async def fetching(job: int) -> None:
+        said()
+
+    def fetching_in_a_thread(job: int) -> None:
+        said()
+
+    fetch = q.kind("fetch", timeout=30, backoff=lambda attempt: 60)(
+        fetching_in_a_thread if plain else fetching
+    )
     fetch.push(1)
     q.drain()
     again = _claim_at(store, datetime.now(UTC) + timedelta(seconds=61))

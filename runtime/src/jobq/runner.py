@@ -155,7 +155,7 @@ class Runner:
         self._held: dict[str, Job] = {}  # claimed and not yet settled: renewed while they run
         # The timeouts of the handlers running now, by job: a stop past the grace cuts them
         # short, so only a handler is ever interrupted, never the keeping of its outcome.
-        self._deadlines: dict[str, asyncio.Timeout | _Deadline] = {}
+        self._deadlines: dict[str, _Deadline] = {}
         self._cut: set[str] = set()  # jobs whose handler the stop cut short
 
     # Safe to call from any thread
@@ -531,11 +531,14 @@ class Runner:
         started = loop.time()
         assert self._handler_threads is not None  # made as the run starts
         thread = self._handler_threads.call(context, kind.handler, value)
+        ends = _Deadline(started + timeout)
+        self._deadlines[job.id] = ends
         try:
-            async with asyncio.timeout(timeout) as deadline:
-                self._deadlines[job.id] = deadline
-                result = await asyncio.shield(thread)
-        except TimeoutError as e:
+            # Shielded: the thread's future outlives a cut, for _outlive to wait on.
+            result = await asyncio.shield(thread)
+        except asyncio.CancelledError as e:
+            if not ends.end():
+                raise  # the run's own cancel, not the deadline's
             if job.id not in self._cut:
                 raise _ThreadTimeout(timeout, thread) from e
             # The grace ran out, but a thread cannot be cancelled: the job is not put
@@ -550,8 +553,11 @@ class Runner:
                 async with asyncio.timeout_at(started + timeout):
                     result = await asyncio.shield(thread)
             except TimeoutError as e:
-                raise _ThreadTimeout(timeout, thread) from e
+                if not thread.done():
+                    raise _ThreadTimeout(timeout, thread) from e
+                result = await thread  # it ended as the timeout did: its own outcome
         finally:
+            ends.end()
             self._deadlines.pop(job.id, None)
             self._cut.discard(job.id)
         if inspect.isawaitable(result):
@@ -751,7 +757,7 @@ def _log_failure(
 
 
 class _Deadline:
-    """``asyncio.timeout`` for an async handler, lighter: every job pays for one.
+    """``asyncio.timeout`` for a handler, lighter: every job pays for one.
 
     At ``when``, on the loop's clock, it cancels the task that made it; ``end``
     stops it, and says whether the task's cancel was its own (taking it back)
