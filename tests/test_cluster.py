@@ -530,7 +530,23 @@ def test_every_job_killed_while_running_ran_again_within_a_minute_of_the_kill(
     never = [run for run, again in back if again is None and run.ended is None]
     assert never == []
     waits = [(again.started - kills.kills[run.instance]) / 1000 for run, again in back if again]
-    assert max(waits) <= 60, sorted(waits)
+    # A claim whose instance was killed before its handler noted the start leaves
+    # no run, only its attempt: the job waits out one more hold for each of those,
+    # and each needs a kill between the two runs to have cut it.
+    late = []
+    for run, again in back:
+        if again is None:
+            continue
+        killed = kills.kills[run.instance]
+        unseen = again.attempt - run.attempt - 1
+        between = sorted(t for t in kills.kills.values() if killed < t < again.started)
+        if again.started - killed > 60_000 * (unseen + 1) or unseen > len(between):
+            late.append(
+                f"job {run.job} ({run.kind}): attempt {run.attempt} on {run.instance}, killed"
+                f" at {killed}; attempt {again.attempt} started at {again.started} on"
+                f" {again.instance}; kills between: {between}"
+            )
+    assert late == []
     print(
         f"\n{KILLS} kills cut {len(back)} runs short ({dict(Counter(r.kind for r, _ in back))});"
         f" {len(waits)} ran again, the slowest {max(waits):.1f} s after its kill;"
