@@ -9,6 +9,7 @@ on such a warning, so a deadlock that a retry hid still fails the test.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -403,4 +404,103 @@ def test_the_apps_transactions_stay_whole_beside_the_stores_autocommit_writes(
             assert conn.execute(sa.text("SELECT COUNT(*) FROM jobs")).scalar_one() == 0
             assert conn.connection.dbapi_connection.get_autocommit() is False  # type: ignore[union-attr]
     # Disposed with the engine: its connections are closed, none left on the server.
-    assert mysql._autocommit(one).checkedin() == 0
+    assert _connections(my_engine) == 0
+
+
+def _connections(engine: sa.Engine) -> int:
+    """The connections to the test's database on the server, but the one that asks,
+    once none are left or after 5 s: the server ends a closed one as it reads its QUIT."""
+    deadline = time.monotonic() + 5
+    with engine.connect() as conn:
+        while True:
+            left = conn.exec_driver_sql(
+                "SELECT COUNT(*) FROM information_schema.processlist"
+                " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+            ).scalar_one()
+            if left == 0 or time.monotonic() > deadline:
+                return int(left)
+            time.sleep(0.05)
+
+
+def _checkouts(jobs: Any) -> list[object]:
+    """The checkouts from the store's autocommit pool, from now on."""
+    made: list[object] = []
+    sa.event.listen(mysql._autocommit(jobs._engine)._pool, "checkout", lambda *_: made.append(1))
+    return made
+
+
+def test_the_stores_statements_alone_keep_their_connection_between_them(
+    my_engine: sa.Engine,
+) -> None:
+    """A checkout and return of the pool cost more than a tenth of a push: the
+    store keeps the connections it used, and the pool still counts them."""
+    jobs = mysql.Jobs(my_engine)
+    jobs.push(_job())  # the autocommit pool's first connection
+    checkouts = _checkouts(jobs)
+    for n in range(20):
+        jobs.push(_job(payload=f'{{"n":{n}}}'))
+    jobs.settle_many(done=jobs.claim_many(T0, HOLD, 100))
+    assert checkouts == []
+    pool = mysql._autocommit(my_engine)
+    held = pool.connect()  # another statement's, meanwhile
+    other = threading.Thread(target=lambda: jobs.push(_job()))
+    other.start()
+    other.join()
+    pool.put_back(held)
+    assert len(checkouts) == 1  # none was free: one more from the pool
+    assert (len(pool._kept), pool._pool.checkedout()) == (2, 2)  # both kept, both counted
+
+
+def test_with_pool_pre_ping_each_statement_alone_checks_its_connection_out(
+    my_engine: sa.Engine,
+) -> None:
+    url = my_engine.url.render_as_string(hide_password=False)
+    pinged = mysql.make_engine(url, pool_pre_ping=True)
+    try:
+        jobs = mysql.Jobs(pinged)
+        jobs.push(_job())
+        checkouts = _checkouts(jobs)
+        for _ in range(3):
+            jobs.push(_job())
+        assert len(checkouts) == 3
+    finally:
+        pinged.dispose()
+
+
+def test_with_pool_recycle_a_connection_kept_past_it_goes_back_to_the_pool(
+    my_engine: sa.Engine,
+) -> None:
+    url = my_engine.url.render_as_string(hide_password=False)
+    recycled = mysql.make_engine(url, pool_recycle=1)
+    try:
+        jobs = mysql.Jobs(recycled)
+        jobs.push(_job())
+        checkouts = _checkouts(jobs)
+        jobs.push(_job())
+        assert checkouts == []
+        time.sleep(1.1)  # past the recycle: the next statement checks out (and reconnects)
+        jobs.push(_job())
+        assert len(checkouts) == 1
+    finally:
+        recycled.dispose()
+    assert _connections(my_engine) == 0
+
+
+def test_a_forked_process_leaves_its_parents_kept_connections_alone(my_engine: sa.Engine) -> None:
+    jobs = mysql.Jobs(my_engine)
+    jobs.push(_job(kind="before"))
+    pool = mysql._autocommit(my_engine)
+    [(parents, _)] = pool._kept
+    child = os.fork()
+    if child == 0:  # the child: never back into pytest
+        try:
+            jobs.push(_job(kind="child"))
+            [(childs, _)] = pool._kept
+            os._exit(0 if childs.dbapi_connection is not parents.dbapi_connection else 2)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    jobs.push(_job(kind="after"))  # the parent's connection still speaks
+    claimed = jobs.claim_many(T0, HOLD, 10)
+    assert sorted(j.kind for j in claimed) == ["after", "before", "child"]
