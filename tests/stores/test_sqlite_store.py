@@ -294,6 +294,19 @@ def _plan(engine: sa.Engine, statement: Any) -> list[str]:
         ]
 
 
+def test_a_batch_claim_reads_its_chosen_jobs_once_not_once_for_each_job_it_returns(
+    engine: sa.Engine,
+) -> None:
+    """A subquery of ``may`` run for each row would cost a batch of n jobs n times n rows."""
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql(
+            f"EXPLAIN QUERY PLAN {sqlite._claim(128).text}", {"now": 1, "until": 2}
+        ).all()
+    correlated = {node for node, _, _, step in plan if step.startswith("CORRELATED")}
+    per_row = [step for _, parent, _, step in plan if parent in correlated and "may" in step]
+    assert per_row == [], plan
+
+
 @pytest.mark.parametrize("most", [None, 1, 10])
 def test_a_claim_and_an_idle_poll_seek_the_due_index_and_never_scan_the_table(
     engine: sa.Engine, most: int | None
