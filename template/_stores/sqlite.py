@@ -772,14 +772,17 @@ def _translated() -> Iterator[None]:
         ) from error
 
 
+def _primary(error: BaseException | None) -> int:
+    """SQLite's primary result code of a sqlite3 error (its extended code's low byte), or 0."""
+    return int(getattr(error, "sqlite_errorcode", 0)) & 0xFF
+
+
 def _busy(error: BaseException | None) -> bool:
     """Whether SQLite said another connection held the lock it waited for."""
-    code = getattr(error, "sqlite_errorcode", 0) & 0xFF  # the primary code
-    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return _primary(error) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _portable(original: BaseException | None, invalidated: bool) -> jobq.StoreError:
-    code = getattr(original, "sqlite_errorcode", 0) & 0xFF  # the primary code
     if _busy(original):
         # Which connection holds the lock, SQLite does not say: say what is known.
         return jobq.StoreLocked(
@@ -788,7 +791,7 @@ def _portable(original: BaseException | None, invalidated: bool) -> jobq.StoreEr
             "through jobs.bind(connection) inside that transaction; otherwise shorten "
             "what holds the lock, or give make_engine a longer busy_timeout"
         )
-    if invalidated or code in (
+    if invalidated or _primary(original) in (
         sqlite3.SQLITE_CANTOPEN,
         sqlite3.SQLITE_IOERR,
         sqlite3.SQLITE_NOTADB,

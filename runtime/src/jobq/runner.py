@@ -512,8 +512,7 @@ class Runner:
         timeout = kind.options.timeout
         loop = asyncio.get_running_loop()
         if inspect.iscoroutinefunction(kind.handler):
-            ends = _Deadline(loop.time() + timeout)
-            self._deadlines[job.id] = ends
+            ends = self._deadline(job, loop.time() + timeout)
             try:
                 await kind.handler(value)
             except asyncio.CancelledError as e:
@@ -523,16 +522,13 @@ class Runner:
                     raise _Stopped from e
                 raise TimeoutError(f"the job took longer than its timeout, {timeout:g}s") from e
             finally:
-                ends.end()
-                self._deadlines.pop(job.id, None)
-                self._cut.discard(job.id)
+                self._deadline_over(job, ends)
             return
         context = contextvars.copy_context()
         started = loop.time()
         assert self._handler_threads is not None  # made as the run starts
         thread = self._handler_threads.call(context, kind.handler, value)
-        ends = _Deadline(started + timeout)
-        self._deadlines[job.id] = ends
+        ends = self._deadline(job, started + timeout)
         try:
             # Shielded: the thread's future outlives a cut, for _outlive to wait on.
             result = await asyncio.shield(thread)
@@ -557,11 +553,19 @@ class Runner:
                     raise _ThreadTimeout(timeout, thread) from e
                 result = await thread  # it ended as the timeout did: its own outcome
         finally:
-            ends.end()
-            self._deadlines.pop(job.id, None)
-            self._cut.discard(job.id)
+            self._deadline_over(job, ends)
         if inspect.isawaitable(result):
             await result  # a plain def that returned a coroutine: run it here
+
+    def _deadline(self, job: Job, when: float) -> _Deadline:
+        """The handler's deadline, at ``when`` on the loop's clock, where a stop can cut it."""
+        ends = self._deadlines[job.id] = _Deadline(when)
+        return ends
+
+    def _deadline_over(self, job: Job, ends: _Deadline) -> None:
+        ends.end()
+        self._deadlines.pop(job.id, None)
+        self._cut.discard(job.id)
 
     async def _rate_allows(self, kind: Kind[Any], job: Job, waited: timedelta) -> bool:
         """Ask the kind's limiter; a job it refuses goes back as it was, its kind held back."""
