@@ -98,9 +98,9 @@ def main() -> None:
     base = raw(n)
     print(f"MemoryStore, claim + done in a plain loop: {base:>9,.0f} jobs/s")
     for sync in (False, True):
-        for workers in (1, 4, 16):
+        for workers in (1, 4, 16, 128):
             rate = loop(n, workers, sync)
-            label = f"Queue.run, {'def' if sync else 'async def'} handler, {workers:>2} workers"
+            label = f"Queue.run, {'def' if sync else 'async def'} handler, {workers:>3} workers"
             print(
                 f"{label:<42}: {rate:>9,.0f} jobs/s  ({rate / base:.2f}x the raw store), "
                 f"{n / hops:.1f} jobs a store hop"

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -130,6 +131,47 @@ async def test_on_fail_runs_to_its_end_as_the_queue_stops_past_the_grace(
     assert told == [3]
     [failed] = store.failed()
     assert failed.error == "the photo is gone"
+
+
+class SlowToKeep(MemoryStore):
+    """A store whose settles take a while, in the store's thread."""
+
+    def settle_many(
+        self,
+        done: Sequence[jobq.Job] = (),
+        retry: Sequence[jobq.Job] = (),
+        fail: Sequence[jobq.Job] = (),
+    ) -> None:
+        time.sleep(0.3)
+        super().settle_many(done, retry, fail)
+
+
+async def test_a_stopped_queue_returns_once_the_store_kept_what_its_jobs_came_to() -> None:
+    # A job's task ends as its handler does; what it came to is kept as the store's hop ends.
+    store = SlowToKeep()
+    seen: list[jobq.Ran] = []
+    q = jobq.Queue(store, observe=seen.append)
+
+    @q.kind("receipt")
+    async def receipt(job: int) -> None:
+        await asyncio.sleep(0.1)  # the queue's next claim finds nothing, and it waits
+        q.stop()  # its handler ends as the queue stops
+
+    @q.kind("refund", attempts=1)
+    async def refund(job: int) -> None:
+        await asyncio.sleep(0.1)
+        raise jobq.Permanent("the card is closed")
+
+    refund.push(1)
+    receipt.push(2)
+    await asyncio.wait_for(q.run(), LIVENESS)
+    assert len(store) == 1  # the receipt is done, the refund failed for good
+    [failed] = store.failed()
+    assert failed.kind == "refund"
+    assert sorted((r.kind, str(r.outcome)) for r in seen) == [
+        ("receipt", "done"),
+        ("refund", "failed"),
+    ]
 
 
 async def test_a_thread_past_the_grace_is_waited_for_and_its_job_kept_not_put_back(

@@ -8,7 +8,9 @@ microseconds, which would otherwise cap the loop well below what SQLite does;
 and a worker's next claim joins the settle of its last job. A ``BatchStore``
 claims for every free worker in one statement and settles what met in a hop
 in one ``settle_many``; any other store is called once per job, in the same hop.
-A natively async Store plugs in here without touching the loop.
+A job's settle can call back as it is kept, rather than wake a task that awaits
+it: the runner's job then ends as its handler does. A natively async Store plugs
+in here without touching the loop.
 """
 
 from __future__ import annotations
@@ -26,13 +28,17 @@ from jobq.job import Job
 from jobq.log import say, say_job
 from jobq.store import BatchStore, HoldBackStore, RenewStore, ScheduleStore, Store
 
-__all__ = ["Settle", "StoreCalls"]
+__all__ = ["Kept", "Settle", "StoreCalls"]
 
 R = TypeVar("R")
 
 Settle = Literal["done", "retry", "fail"]
 
-_Call = tuple[Callable[..., Any], tuple[object, ...], "asyncio.Future[Any]"]
+# A call's ends: told (True, what it returned) or (False, what it raised).
+_Done = Callable[[bool, Any], None]
+_Call = tuple[Callable[..., Any], tuple[object, ...], _Done]
+# A settle's ends: told None as the store kept it, or the store's error.
+Kept = Callable[[BaseException | None], None]
 
 
 class StoreCalls:
@@ -44,7 +50,7 @@ class StoreCalls:
         self._batching = store if isinstance(store, BatchStore) else None
         self._executor = executor
         self._batch: list[_Call] = []
-        self._settles: list[tuple[Settle, Job, asyncio.Future[None]]] = []
+        self._settles: list[tuple[Settle, Job, Kept]] = []
         self._hopper: asyncio.Task[None] | None = None  # the task making hops, while there is one
 
     async def call(self, fn: Callable[..., R], *args: object) -> R:
@@ -68,9 +74,21 @@ class StoreCalls:
         at the end; the future fails with it too.
         """
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._settles.append((how, job, future))
-        self._start_hop()
+        self.settle_then(how, job, functools.partial(_settled, future))
         return future
+
+    def settle_then(self, how: Settle, job: Job, kept: Kept) -> None:
+        """As ``settle``, calling ``kept`` on the loop as the hop ends: no future, no task woken.
+
+        ``kept`` must not raise; ``flushed`` waits for it.
+        """
+        self._settles.append((how, job, kept))
+        self._start_hop()
+
+    async def flushed(self) -> None:
+        """Return once every call queued so far has been made and told how it went."""
+        while (hopper := self._hopper) is not None:
+            await asyncio.wait([hopper])
 
     def hold_back(self, job: Job, until: datetime) -> asyncio.Future[None]:
         assert isinstance(self.store, HoldBackStore)  # checked by the caller
@@ -91,7 +109,7 @@ class StoreCalls:
         a worker settles its job, the claim for its next one joins the same hop.
         """
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._batch.append((fn, args, future))
+        self._batch.append((fn, args, functools.partial(_resolve, future)))
         self._start_hop()
         return future
 
@@ -107,26 +125,20 @@ class StoreCalls:
                 # Settles first: a claim in the same hop then sees the limits they freed.
                 calls: list[_Call] = []
                 if settles and self._batching is not None:
-                    together: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                    calls.append((_settle_many, (self._batching, settles), together))
-                    together.add_done_callback(functools.partial(_fan_out, settles))
+                    kept = functools.partial(_fan_out, settles)
+                    calls.append((_settle_many, (self._batching, settles), kept))
                 else:
                     calls += [
-                        (_logged(getattr(self.store, how), how), (job,), future)
-                        for how, job, future in settles
+                        (_logged(getattr(self.store, how), how), (job,), _as_done(then))
+                        for how, job, then in settles
                     ]
                 calls += batch
                 try:
                     outcomes = await self.call(_each, [(fn, args) for fn, args, _ in calls])
                 except BaseException as e:  # the pool is gone: every call of the batch failed
                     outcomes = [(False, e)] * len(calls)
-                for (_, _, future), (ok, value) in zip(calls, outcomes, strict=True):
-                    if future.done():  # its caller was cancelled; the call happened anyway
-                        continue
-                    if ok:
-                        future.set_result(value)
-                    else:
-                        future.set_exception(value)
+                for (_, _, done), (ok, value) in zip(calls, outcomes, strict=True):
+                    done(ok, value)
         finally:
             self._hopper = None
 
@@ -155,15 +167,34 @@ def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> N
         raise
 
 
-def _fan_out(settles: list[tuple[Settle, Job, asyncio.Future[None]]], together: Any) -> None:
-    for _, _, future in settles:
-        if future.done():
-            continue
-        error = together.exception()
-        if error is None:
-            future.set_result(None)
-        else:
-            future.set_exception(error)
+def _fan_out(settles: list[tuple[Settle, Job, Kept]], ok: bool, error: Any) -> None:
+    for _, _, kept in settles:
+        _tell(kept, None if ok else error)
+
+
+def _as_done(kept: Kept) -> _Done:
+    return lambda ok, error: _tell(kept, None if ok else error)
+
+
+def _tell(kept: Kept, error: BaseException | None) -> None:
+    """``kept(error)``; a bug in it is logged, and the settles after it are still told."""
+    try:
+        kept(error)
+    except Exception as e:
+        say(logging.ERROR, "a settle's callback failed", trace=e, err=e)
+
+
+def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # its caller was cancelled; the call happened anyway
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _settled(future: asyncio.Future[None], error: BaseException | None) -> None:
+    _resolve(future, error is None, error)
 
 
 def _logged(fn: Callable[..., R], what: str) -> Callable[..., R]:

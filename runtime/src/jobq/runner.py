@@ -14,17 +14,18 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pydantic
 
 from jobq.calls import Settle, StoreCalls
 from jobq.carry import Carrier, restore
+from jobq.deadline import Deadline, Deadlines
 from jobq.errors import Permanent, StoreError, ValueDoesNotFit
 from jobq.job import Job, Outcome, Ran
 from jobq.kind import Kind, seconds
@@ -153,10 +154,12 @@ class Runner:
         self._due_times: list[datetime] = []  # jobs pushed from here for later: wake then
         self._due_lock = threading.Lock()
         self._held: dict[str, Job] = {}  # claimed and not yet settled: renewed while they run
-        # The timeouts of the handlers running now, by job: a stop past the grace cuts them
-        # short, so only a handler is ever interrupted, never the keeping of its outcome.
-        self._deadlines: dict[str, _Deadline] = {}
-        self._cut: set[str] = set()  # jobs whose handler the stop cut short
+        self._running: set[asyncio.Task[bool]] = set()  # each job's task, until it ends
+        # The timeouts of the handlers running now: a stop past the grace cuts them short,
+        # so only a handler is ever interrupted, never the keeping of its outcome.
+        self._deadlines: Deadlines | None = None
+        self._on_fails: set[asyncio.Task[None]] = set()  # on_fail, started as a job failed
+        self._async: dict[Kind[Any], bool] = {}  # whether its handler is an async def
 
     # Safe to call from any thread
 
@@ -191,12 +194,13 @@ class Runner:
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
+        self._deadlines = Deadlines(self._loop)
         self._handler_threads = HandlerThreads(self.workers, "jobq-job")
         # Claims, settles, renewals, pushes of schedules and the listener's start.
         store_threads = ThreadPoolExecutor(self.workers + 4, thread_name_prefix="jobq-store")
         self._calls = StoreCalls(self.store, store_threads)
         slots = _Slots(self.workers)
-        running: set[asyncio.Task[bool]] = set()
+        running = self._running
         side = [
             self._watch(self._push_schedule(name, *sched), f"the schedule of kind {name!r}")
             for name, sched in self.schedules.items()
@@ -211,9 +215,10 @@ class Runner:
                 for job in await self._claim_or_wait(slots.free):
                     give = slots.take()
                     self._held[job.id] = job
-                    task = asyncio.create_task(self._work(job, give), name=f"jobq job {job.id}")
-                    running.add(task)
-                    task.add_done_callback(running.discard)
+                    # The task leaves ``running`` as it ends (see _work): no callback a job.
+                    running.add(
+                        asyncio.create_task(self._work(job, give), name=f"jobq job {job.id}")
+                    )
         except asyncio.CancelledError:
             me = asyncio.current_task()
             if (self._stop_asked or self._failure is not None) and me is not None:
@@ -223,7 +228,7 @@ class Runner:
         finally:
             for t in side:
                 t.cancel()
-            await self._stop(running)
+            await self._stop()
             await asyncio.gather(*side, return_exceptions=True)
             if stop_listening is not None:
                 stop_listening()
@@ -237,6 +242,7 @@ class Runner:
     async def drain(self) -> int:
         """Run the due jobs one at a time in the caller's task; return how many ran."""
         self._loop = asyncio.get_running_loop()
+        self._deadlines = Deadlines(self._loop)
         self._handler_threads = HandlerThreads(1, "jobq-drain")
         ran = 0
         try:
@@ -249,7 +255,9 @@ class Runner:
                 self._held[job.id] = job
                 # A task of its own: the job runs in a copy of the caller's context.
                 run = asyncio.create_task(self._work(job, lambda: None), name=f"jobq job {job.id}")
+                self._running.add(run)
                 ran += await run
+                await self._kept_all()
         finally:
             self._handler_threads.shutdown()
             self._loop = None
@@ -350,19 +358,23 @@ class Runner:
                 return self.queue.poll
             return min(self.queue.poll, (self._due_times[0] - now).total_seconds())
 
-    async def _stop(self, running: set[asyncio.Task[bool]]) -> None:
-        if not running:
-            return
-        grace = self.queue.grace
-        say(logging.INFO, "the queue is stopping", running=len(running), grace=grace)
-        _, late = await asyncio.wait(running, timeout=grace)
-        if not late:
-            return
-        now = asyncio.get_running_loop().time()
-        for id, deadline in list(self._deadlines.items()):
-            self._cut.add(id)
-            deadline.reschedule(now)  # an async handler's job goes back, due at once
-        await asyncio.wait(late)
+    async def _stop(self) -> None:
+        running = set(self._running)
+        if running:
+            grace = self.queue.grace
+            say(logging.INFO, "the queue is stopping", running=len(running), grace=grace)
+            _, late = await asyncio.wait(running, timeout=grace)
+            if late:
+                assert self._deadlines is not None  # made as the run starts
+                self._deadlines.cut_all()  # an async handler's job goes back, due at once
+                await asyncio.wait(late)
+        await self._kept_all()
+
+    async def _kept_all(self) -> None:
+        """Wait until the outcomes of the jobs that ended are kept, and their on_fail ran."""
+        await self._calls.flushed()
+        while self._on_fails:
+            await asyncio.wait(set(self._on_fails))
 
     # Side tasks
 
@@ -434,7 +446,7 @@ class Runner:
     # One job
 
     async def _work(self, job: Job, give: Callable[[], None]) -> bool:
-        """Run a claimed job and keep its outcome; whether its handler ran.
+        """Run a claimed job and have its outcome kept; whether its handler ran.
 
         ``give`` frees the job's worker as the handler returns: its next claim
         can then go with this job's settle.
@@ -444,6 +456,7 @@ class Runner:
         finally:
             give()
             self._held.pop(job.id, None)
+            self._running.discard(asyncio.current_task())
 
     async def _run_one(self, job: Job, give: Callable[[], None]) -> bool:
         claimed_at = datetime.now(UTC)
@@ -452,8 +465,8 @@ class Runner:
         if kind is None:
             await self._no_handler(job, claimed_at)
             return False
-        # In this job's own context: its handler, its limiter and on_fail see it.
-        restore(self.queue.carry, job.carried, kind=job.kind, job=job.id)
+        if job.carried:  # in this job's own context: its handler, limiter and on_fail see it
+            restore(self.queue.carry, job.carried, kind=job.kind, job=job.id)
         if kind.options.rate is not None and not await self._rate_allows(kind, job, waited):
             return False
         attempt = _Attempt(job=job, kind=kind, waited=waited)
@@ -470,14 +483,14 @@ class Runner:
                 f"{getattr(kind.codec.type, '__qualname__', kind.codec.type)!r} ({problems}); "
                 f"it is kept as failed: push the job again with a value that fits"
             )
-            await self._finish(attempt)
+            self._finish(attempt)
             return True
         if job.attempts > kind.options.attempts:
             # The claim before this one was its last attempt, and its worker
             # was lost with it (killed, or cut off past its hold): as River and
             # Oban do, it fails for good rather than run past its attempts.
             attempt.error = Permanent(_lost(job, kind.options.attempts))
-            await self._finish(attempt)
+            self._finish(attempt)
             return False
         started = time.monotonic()
         _current.set(_copy(job))  # this task's own context: each job runs in its own
@@ -499,7 +512,7 @@ class Runner:
             asyncio.ensure_future(_outlive(thread, job)).add_done_callback(lambda _: give())
         # Kept, logged, told to on_fail and observed, even as the queue stops: a stop
         # interrupts handlers only (see _stop).
-        await self._finish(attempt)
+        self._finish(attempt)
         if thread is not None:
             await asyncio.wait([thread])
         return True
@@ -511,31 +524,35 @@ class Runner:
         """
         timeout = kind.options.timeout
         loop = asyncio.get_running_loop()
-        if inspect.iscoroutinefunction(kind.handler):
-            ends = self._deadline(job, loop.time() + timeout)
+        handler = kind.handler
+        is_async = self._async.get(kind)
+        if is_async is None:  # asked once a kind: inspect's check costs µs a job
+            is_async = self._async[kind] = inspect.iscoroutinefunction(handler)
+        if is_async:
+            ends = self._deadline(loop.time(), timeout)
             try:
-                await kind.handler(value)
+                await cast("Awaitable[None]", handler(value))
             except asyncio.CancelledError as e:
                 if not ends.end():
                     raise  # the run's own cancel, not the deadline's
-                if job.id in self._cut:
+                if ends.cut:
                     raise _Stopped from e
                 raise TimeoutError(f"the job took longer than its timeout, {timeout:g}s") from e
             finally:
-                self._deadline_over(job, ends)
+                ends.end()
             return
         context = contextvars.copy_context()
         started = loop.time()
         assert self._handler_threads is not None  # made as the run starts
-        thread = self._handler_threads.call(context, kind.handler, value)
-        ends = self._deadline(job, started + timeout)
+        thread = self._handler_threads.call(context, handler, value)
+        ends = self._deadline(started, timeout)
         try:
             # Shielded: the thread's future outlives a cut, for _outlive to wait on.
             result = await asyncio.shield(thread)
         except asyncio.CancelledError as e:
             if not ends.end():
                 raise  # the run's own cancel, not the deadline's
-            if job.id not in self._cut:
+            if not ends.cut:
                 raise _ThreadTimeout(timeout, thread) from e
             # The grace ran out, but a thread cannot be cancelled: the job is not put
             # back while it runs (it would run twice at once); wait for it, up to its
@@ -553,19 +570,16 @@ class Runner:
                     raise _ThreadTimeout(timeout, thread) from e
                 result = await thread  # it ended as the timeout did: its own outcome
         finally:
-            self._deadline_over(job, ends)
+            ends.end()
         if inspect.isawaitable(result):
             await result  # a plain def that returned a coroutine: run it here
 
-    def _deadline(self, job: Job, when: float) -> _Deadline:
-        """The handler's deadline, at ``when`` on the loop's clock, where a stop can cut it."""
-        ends = self._deadlines[job.id] = _Deadline(when)
-        return ends
-
-    def _deadline_over(self, job: Job, ends: _Deadline) -> None:
-        ends.end()
-        self._deadlines.pop(job.id, None)
-        self._cut.discard(job.id)
+    def _deadline(self, started: float, timeout: float) -> Deadline:
+        """The calling task's deadline, ``timeout`` after ``started``, where a stop can cut it."""
+        task = asyncio.current_task()
+        assert task is not None
+        assert self._deadlines is not None  # made as the run starts
+        return self._deadlines.start(task, started, timeout)
 
     async def _rate_allows(self, kind: Kind[Any], job: Job, waited: timedelta) -> bool:
         """Ask the kind's limiter; a job it refuses goes back as it was, its kind held back."""
@@ -600,8 +614,12 @@ class Runner:
             )
         return False
 
-    async def _finish(self, attempt: _Attempt) -> None:
-        """Keep an attempt's outcome in the store; then log it, tell on_fail and observe."""
+    def _finish(self, attempt: _Attempt) -> None:
+        """Have the store keep an attempt's outcome; then log it, tell on_fail and observe.
+
+        The job's task does not wait: the rest runs as the store's hop ends
+        (``_kept``), in the job's context. A stop and a drain wait for it.
+        """
         job, kind, error = attempt.job, attempt.kind, attempt.error
         now = datetime.now(UTC)
         how: Settle
@@ -619,13 +637,24 @@ class Runner:
         # No longer renewed from here: a renewal that meets the settled job must not
         # take it for one another claim has.
         self._held.pop(job.id, None)
-        try:
-            await self._calls.settle(how, job)
-        except Exception:
+        context = contextvars.copy_context()
+        self._calls.settle_then(
+            how, job, lambda failed: context.run(self._kept, attempt, outcome, failed)
+        )
+
+    def _kept(self, attempt: _Attempt, outcome: Outcome, failed: BaseException | None) -> None:
+        """The store kept (or ``failed`` to keep) an attempt's outcome: say so, and observe."""
+        if failed is not None:
             # Logged as it failed. The hold runs out and the job runs again; that run is observed.
             return
+        job, error = attempt.job, attempt.error
         if job.at_once or job.one_at_a_time:
             self.wake()  # the next of its kind or key may run now, not a poll later
+        if outcome is Outcome.DONE:
+            if self.queue.observe is not None:
+                self._observe(_ran(attempt, outcome))
+            return
+        ran = _ran(attempt, outcome)
         if outcome is Outcome.RETRIED:
             self.pushed(job.run_at)
             _log_failure(
@@ -633,18 +662,13 @@ class Runner:
             )
         elif outcome is Outcome.FAILED:
             _log_failure(logging.ERROR, "a job failed for good", job, error, None)
-            await self._on_fail(attempt)
-        self._observe(
-            Ran(
-                kind=job.kind,
-                job=job.id,
-                attempt=job.attempts,
-                outcome=outcome,
-                error=error,
-                took=attempt.took,
-                waited=attempt.waited,
-            )
-        )
+            if attempt.kind.options.on_fail is not None:
+                # A task of its own, in this (the job's) context; observed once it ends.
+                task = asyncio.get_running_loop().create_task(self._on_fail(attempt, ran))
+                self._on_fails.add(task)
+                task.add_done_callback(self._on_fails.discard)
+                return
+        self._observe(ran)
 
     async def _put_back(self, job: Job, kind: Kind[Any], started: float, waited: timedelta) -> None:
         """A job cancelled as the queue stops goes back, due at once, for the next start."""
@@ -686,7 +710,13 @@ class Runner:
                 "(if no instance has one, deploy its handler or delete its jobs)",
             )
 
-    async def _on_fail(self, attempt: _Attempt) -> None:
+    async def _on_fail(self, attempt: _Attempt, ran: Ran) -> None:
+        try:
+            await self._call_on_fail(attempt)
+        finally:
+            self._observe(ran)
+
+    async def _call_on_fail(self, attempt: _Attempt) -> None:
         job, kind, error = attempt.job, attempt.kind, attempt.error
         on_fail = kind.options.on_fail
         if on_fail is None:
@@ -728,6 +758,19 @@ class Runner:
             say(logging.ERROR, "observe failed", trace=e, kind=ran.kind, err=e)
 
 
+def _ran(attempt: _Attempt, outcome: Outcome) -> Ran:
+    job = attempt.job
+    return Ran(
+        kind=job.kind,
+        job=job.id,
+        attempt=job.attempts,
+        outcome=outcome,
+        error=attempt.error,
+        took=attempt.took,
+        waited=attempt.waited,
+    )
+
+
 def _lost(job: Job, attempts: int) -> str:
     """Why a job claimed past its last attempt fails for good, and what its attempt before said."""
     text = (
@@ -758,44 +801,6 @@ def _log_failure(
         **when,
         err=err,
     )
-
-
-class _Deadline:
-    """``asyncio.timeout`` for a handler, lighter: every job pays for one.
-
-    At ``when``, on the loop's clock, it cancels the task that made it; ``end``
-    stops it, and says whether the task's cancel was its own (taking it back)
-    or came from elsewhere too, such as the run's own cancel.
-    """
-
-    __slots__ = ("_cancelling", "_ended", "_handle", "_loop", "_ours", "_task", "fired")
-
-    def __init__(self, when: float) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._loop = asyncio.get_running_loop()
-        self._task = task
-        self._cancelling = task.cancelling()
-        self._ended = self._ours = self.fired = False
-        self._handle = self._loop.call_at(when, self._fire)
-
-    def _fire(self) -> None:
-        self.fired = True
-        self._task.cancel()
-
-    def reschedule(self, when: float) -> None:
-        """Fire at ``when`` instead (as the stop's grace runs out: now)."""
-        if not (self.fired or self._ended):
-            self._handle.cancel()
-            self._handle = self._loop.call_at(when, self._fire)
-
-    def end(self) -> bool:
-        """Stop it; whether it fired, the task's cancel its alone. Once, however often called."""
-        if not self._ended:
-            self._ended = True
-            self._handle.cancel()
-            self._ours = self.fired and self._task.uncancel() <= self._cancelling
-        return self._ours
 
 
 _JOB_FIELDS = attrgetter(*(f.name for f in fields(Job)))
