@@ -374,40 +374,54 @@ _SCHEDULE = text(
     """
 )
 
+
+# A batch's jobs, read by their key: `ids` named through ARRAY(SELECT ...), an
+# array the planner cannot count, so it reads them by jobs_pkey whatever it
+# believes of the held jobs. Given the array, or a join with its unnest, it
+# trusted statistics taken when none were held (held_until > 0: one row, it
+# guessed) and read every held job through jobs_held, comparing each with each
+# job of the batch: 125-185 ms to settle 128 with 7,680 held (docs/store.md).
+# What each job was given is read by its place in the arrays.
+def _by_key(ids: str) -> str:
+    return f"jobs.id = ANY (ARRAY(SELECT unnest(CAST(:{ids} AS bigint[]))))"
+
+
+def _given(values: str, type: str, ids: str) -> str:
+    """The value in array ``values`` given for this row's job, at its ID's place in ``ids``."""
+    return f"(CAST(:{values} AS {type}))[array_position(CAST(:{ids} AS bigint[]), jobs.id)]"
+
+
 # Every settle is fenced by (id, attempts): once a later claim has taken the
 # job (its hold ran out), the late answer of the earlier one changes nothing.
 # And by the hold: once a hold-back took its attempt back, a claim before it
 # has the same attempts, but the job is no longer held (held_until 0).
+def _fenced(ids: str, attempts: str) -> str:
+    return (
+        f"{_by_key(ids)} AND jobs.attempts = {_given(attempts, 'integer[]', ids)}"
+        " AND jobs.failed_at IS NULL AND jobs.held_until > 0"
+    )
+
+
 # One statement for all three; a limited kind's settle notifies, so a claim of
 # that kind waiting on another instance tries again at once.
 _SETTLE = text(
     f"""
     WITH done AS (
-        DELETE FROM jobs
-        USING unnest(CAST(:done_ids AS bigint[]), CAST(:done_attempts AS integer[]))
-            AS given (id, attempts)
-        WHERE jobs.id = given.id AND jobs.attempts = given.attempts AND jobs.failed_at IS NULL
-            AND jobs.held_until > 0
+        DELETE FROM jobs WHERE {_fenced("done_ids", "done_attempts")}
         RETURNING jobs.kind, jobs.alone_key, jobs.at_once
     ),
     retried AS (
-        UPDATE jobs SET run_at = given.run_at, held_until = 0, error = given.error
-        FROM unnest(
-            CAST(:retry_ids AS bigint[]), CAST(:retry_attempts AS integer[]),
-            CAST(:retry_run_at AS bigint[]), CAST(:retry_errors AS text[])
-        ) AS given (id, attempts, run_at, error)
-        WHERE jobs.id = given.id AND jobs.attempts = given.attempts AND jobs.failed_at IS NULL
-            AND jobs.held_until > 0
+        UPDATE jobs SET held_until = 0,
+            run_at = {_given("retry_run_at", "bigint[]", "retry_ids")},
+            error = {_given("retry_errors", "text[]", "retry_ids")}
+        WHERE {_fenced("retry_ids", "retry_attempts")}
         RETURNING jobs.kind, jobs.alone_key, jobs.at_once
     ),
     failed AS (
-        UPDATE jobs SET failed_at = given.failed_at, held_until = 0, error = given.error
-        FROM unnest(
-            CAST(:fail_ids AS bigint[]), CAST(:fail_attempts AS integer[]),
-            CAST(:fail_at AS bigint[]), CAST(:fail_errors AS text[])
-        ) AS given (id, attempts, failed_at, error)
-        WHERE jobs.id = given.id AND jobs.attempts = given.attempts AND jobs.failed_at IS NULL
-            AND jobs.held_until > 0
+        UPDATE jobs SET held_until = 0,
+            failed_at = {_given("fail_at", "bigint[]", "fail_ids")},
+            error = {_given("fail_errors", "text[]", "fail_ids")}
+        WHERE {_fenced("fail_ids", "fail_attempts")}
         RETURNING jobs.kind, jobs.alone_key, jobs.at_once
     ),
     limited AS (
@@ -421,11 +435,8 @@ _SETTLE = text(
 )
 
 _RENEW = text(
-    """
-    UPDATE jobs SET held_until = :until
-    FROM unnest(CAST(:ids AS bigint[]), CAST(:attempts AS integer[])) AS given (id, attempts)
-    WHERE jobs.id = given.id AND jobs.attempts = given.attempts
-    AND jobs.failed_at IS NULL AND jobs.held_until > 0
+    f"""
+    UPDATE jobs SET held_until = :until WHERE {_fenced("ids", "attempts")}
     RETURNING jobs.id
     """
 )
@@ -631,18 +642,7 @@ class Jobs:
             return
         for job in fail:
             job.failed_at = job.failed_at or datetime.now(UTC)
-        params = {
-            "done_ids": [int(j.id) for j in done],
-            "done_attempts": [j.attempts for j in done],
-            "retry_ids": [int(j.id) for j in retry],
-            "retry_attempts": [j.attempts for j in retry],
-            "retry_run_at": [rows.ms(j.run_at) for j in retry],
-            "retry_errors": [j.error for j in retry],
-            "fail_ids": [int(j.id) for j in fail],
-            "fail_attempts": [j.attempts for j in fail],
-            "fail_at": [rows.ms(j.failed_at) for j in fail if j.failed_at is not None],
-            "fail_errors": [j.error for j in fail],
-        }
+        params = _settles(done, retry, fail)
         self._run(lambda sql: sql.rows(_SETTLE, params))
 
     # RenewStore
@@ -650,11 +650,7 @@ class Jobs:
     def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
         if not jobs:
             return []
-        params = {
-            "until": rows.ms(until),
-            "ids": [int(j.id) for j in jobs],
-            "attempts": [j.attempts for j in jobs],
-        }
+        params = _renewal(jobs, until)
         return [str(row[0]) for row in self._run(lambda sql: sql.rows(_RENEW, params))]
 
     # FailedStore
@@ -822,6 +818,30 @@ class Jobs:
                     driver.autocommit = was  # as the app's engine expects it
         finally:
             raw.close()
+
+
+def _settles(done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> dict[str, Any]:
+    """_SETTLE's parameters: arrays, in the jobs' order (a failed job has its failed_at)."""
+    return {
+        "done_ids": [int(j.id) for j in done],
+        "done_attempts": [j.attempts for j in done],
+        "retry_ids": [int(j.id) for j in retry],
+        "retry_attempts": [j.attempts for j in retry],
+        "retry_run_at": [rows.ms(j.run_at) for j in retry],
+        "retry_errors": [j.error for j in retry],
+        "fail_ids": [int(j.id) for j in fail],
+        "fail_attempts": [j.attempts for j in fail],
+        "fail_at": [rows.ms(j.failed_at or datetime.now(UTC)) for j in fail],
+        "fail_errors": [j.error for j in fail],
+    }
+
+
+def _renewal(jobs: Sequence[Job], until: datetime) -> dict[str, Any]:
+    return {
+        "until": rows.ms(until),
+        "ids": [int(j.id) for j in jobs],
+        "attempts": [j.attempts for j in jobs],
+    }
 
 
 def _kind_stats(
