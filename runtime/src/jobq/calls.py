@@ -80,7 +80,8 @@ class StoreCalls:
     def settle_then(self, how: Settle, job: Job, kept: Kept) -> None:
         """As ``settle``, calling ``kept`` on the loop as the hop ends: no future, no task woken.
 
-        ``kept`` must not raise; ``flushed`` waits for it.
+        A ``kept`` that raises is logged, and the settles after it are still told;
+        ``flushed`` waits for it.
         """
         self._settles.append((how, job, kept))
         self._start_hop()

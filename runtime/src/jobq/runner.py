@@ -255,7 +255,6 @@ class Runner:
                 self._held[job.id] = job
                 # A task of its own: the job runs in a copy of the caller's context.
                 run = asyncio.create_task(self._work(job, lambda: None), name=f"jobq job {job.id}")
-                self._running.add(run)
                 ran += await run
                 await self._kept_all()
         finally:
