@@ -41,7 +41,26 @@ def load(path: Path, name: str) -> ModuleType:
 
 def store(db: str) -> ModuleType:
     """The Store of ``db`` (sqlite, postgres or mysql): the rendered app's ``jobs_db``."""
-    return load(ROOT / "template" / "_stores" / f"{db}.py", f"jobs_db_{db}")
+    return _stored(db)
+
+
+def jobs_pool() -> ModuleType:
+    """The server stores' second pool (jobs_pool.py), the module they import."""
+    return _stored("jobs_pool")
+
+
+def _stored(name: str) -> ModuleType:
+    """template/_stores/<name>.py as ``jobs_stores.<name>``, of a package whose folder is
+    template/_stores/: a store's ``from .jobs_pool import ...`` finds its sibling
+    there, as the rendered ``jobs_db.py`` finds it beside itself in the app."""
+    if STORES not in sys.modules:
+        package = ModuleType(STORES)
+        package.__path__ = [str(ROOT / "template" / "_stores")]
+        sys.modules[STORES] = package
+    return load(ROOT / "template" / "_stores" / f"{name}.py", f"{STORES}.{name}")
+
+
+STORES = "jobs_stores"
 
 
 def migrations(db: str) -> list[ModuleType]:

@@ -45,6 +45,11 @@ def test_the_rendered_store_is_the_template_source_as_it_is(app: Installed) -> N
     assert (rendered / "jobs_db.py").read_text() == (
         ROOT / "template" / "_stores" / f"{app.db}.py"
     ).read_text()
+    pool = ROOT / "template" / "_stores" / "jobs_pool.py"
+    if app.db == "sqlite":  # its pushes keep a connection a thread, with no pool
+        assert not (rendered / "jobs_pool.py").exists()
+    else:
+        assert (rendered / "jobs_pool.py").read_text() == pool.read_text()
     sources = sorted((ROOT / "template" / "_migrations" / app.db).glob("[0-9]*_jobs.py"))
     assert [path.name for path in sources][:2] == ["0001_jobs.py", "0002_jobs.py"]
     for source in sources:

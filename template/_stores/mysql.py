@@ -27,10 +27,6 @@ import functools
 import json
 import logging
 import math
-import os
-import threading
-import time
-import weakref
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -39,11 +35,13 @@ import jobq
 from jobq import Job, rows
 from sqlalchemy import create_engine, event, exc, make_url, text
 
+from .jobs_pool import autocommit
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from sqlalchemy.engine import Connection, Engine
-    from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection, PoolResetState
+    from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
     from sqlalchemy.sql.elements import TextClause
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
@@ -490,7 +488,10 @@ class Jobs:
     def __init__(self, engine: Engine, *, _connection: Connection | None = None) -> None:
         self._engine = engine
         self._connection = _connection
+        self._own = autocommit(engine)  # its own pool, for its statements of their own
         self._checked = _connection is not None
+        # What _run translates: SQLAlchemy's errors, and PyMySQL's from statements sent to it.
+        self._errors = (engine.dialect.loaded_dbapi.Error, *_ERRORS)
 
     def bind(self, connection: Connection) -> Jobs:
         """The same table, written through ``connection``'s transaction.
@@ -505,7 +506,8 @@ class Jobs:
 
     def push(self, job: Job) -> None:
         # A plain push keeps no unique key: only push_unique and push_latest do.
-        params = {**rows.insert(job), "unique_key": None}
+        params = rows.insert(job)
+        params["unique_key"] = None
         job.id = str(self._run(lambda sql: sql.insert(_PUSH, params), alone=True))
 
     def claim(self, now: datetime, until: datetime) -> Job | None:
@@ -729,8 +731,9 @@ class Jobs:
         """Run ``work``: in the bound connection's transaction, or in one of its own.
 
         ``alone``: each of work's statements is a transaction alone, committed
-        as it ends, on a connection in autocommit (see _autocommit): one round
-        trip, where a transaction takes two, the statement and its COMMIT.
+        as it ends, on a connection of the store's own pool in autocommit (see
+        jobs_pool.py): one round trip, where a transaction takes two, the
+        statement and its COMMIT.
 
         A deadlock undid the whole transaction, so one of our own runs once
         more before the error goes up; in the app's transaction the error goes
@@ -741,39 +744,35 @@ class Jobs:
                 return work(_Through(self._connection))
         for last in (False, True):
             try:
-                with (
-                    _translated(self._engine.dialect.loaded_dbapi.Error),
-                    self._transaction(alone) as sql,
-                ):
+                if alone:
+                    return self._own.run(work, _Driver)
+                with self._transaction() as sql:
                     return work(sql)
-            except jobq.StoreLocked as error:
-                if last or _code(error.__cause__) != _DEADLOCK:
-                    raise
+            except self._errors as error:
+                if last or _code(error) != _DEADLOCK:
+                    raise _translate(error) from error
                 # Said, so that a deadlock that should never happen is seen (tests count them).
                 _log.warning("jobs table: deadlocked with another transaction; running it again")
         raise AssertionError("unreachable")
 
     @contextmanager
-    def _transaction(self, alone: bool = False) -> Iterator[_Statements]:
+    def _transaction(self) -> Iterator[_Statements]:
         """PyMySQL's connection, from the engine's pool, in a transaction committed at the end.
 
         PyMySQL sends no BEGIN: the first statement begins the transaction.
-        ``alone``: from the engine's autocommit pool, each statement committed.
         """
-        pool = _autocommit(self._engine) if alone else None
-        raw = pool.connect() if pool is not None else self._engine.raw_connection()
+        raw = self._engine.raw_connection()
         try:
             driver: Any = raw.driver_connection
             if not self._checked:
                 _check(self._engine.dialect.get_isolation_level(driver))
                 self._checked = True
-            if driver.get_autocommit() and not alone:
+            if driver.get_autocommit():
                 # An engine in autocommit: the claim's lock must last until its UPDATE.
                 driver.begin()
             try:
                 yield _Driver(driver)
-                if not alone:
-                    driver.commit()
+                driver.commit()
             except BaseException as error:
                 dialect = self._engine.dialect
                 if isinstance(error, dialect.loaded_dbapi.Error) and dialect.is_disconnect(
@@ -787,93 +786,7 @@ class Jobs:
                         raw.invalidate()  # in a state unknown: the next one connects anew
                 raise
         finally:
-            if pool is not None:
-                pool.put_back(raw)
-            else:
-                raw.close()
-
-
-# An engine's second pool, of connections in autocommit, for the store's
-# statements that are transactions alone: a push, a settle. The app's own
-# connections never change mode, so its transactions stay whole. Made as the
-# engine's pool is (the same connect arguments, isolation level and reset),
-# with the same size; closed as the engine is disposed.
-_AUTOCOMMIT: weakref.WeakKeyDictionary[Engine, _Alone] = weakref.WeakKeyDictionary()
-_AUTOCOMMIT_MADE = threading.Lock()
-
-
-def _autocommit(engine: Engine) -> _Alone:
-    pool = _AUTOCOMMIT.get(engine)
-    if pool is not None:
-        return pool  # each push and settle asks: no lock once the pool is made
-    with _AUTOCOMMIT_MADE:
-        pool = _AUTOCOMMIT.get(engine)
-        if pool is None:
-            pool = _AUTOCOMMIT[engine] = _Alone(engine)
-        return pool
-
-
-class _Alone:
-    """The second pool, whose connections the store keeps checked out between its statements.
-
-    A statement takes one of those kept, if there is one, and puts it back: a
-    list's pop and append. A SQLAlchemy checkout and return, each time, cost
-    26-34 µs of a push's 170-230 here (on one connection, in turn with holding
-    it), between two round trips, where its few µs of CPU run with the caches
-    cold. The pool still counts every connection, kept or in use, against its
-    size and overflow; the store keeps no more than its size. With
-    ``pool_pre_ping`` the store keeps none, so that each statement's checkout
-    pings; with ``pool_recycle``, none longer than that since it was
-    checked out. A process forked since leaves its parent's alone.
-    """
-
-    def __init__(self, engine: Engine) -> None:
-        self._pool = pool = engine.pool.recreate()
-        event.listen(pool, "connect", _autocommit_on)
-        event.listen(engine, "engine_disposed", lambda _: self.dispose())
-        size: Callable[[], int] | None = getattr(pool, "size", None)  # a QueuePool's
-        self._keep = 0 if getattr(pool, "_pre_ping", False) or size is None else size()
-        self._recycle: float = getattr(pool, "_recycle", -1)  # seconds; -1: never
-        self._kept: list[tuple[PoolProxiedConnection, float]] = []  # with when each was taken
-        self._parents: list[object] = []  # a forked process's parent's, left alone
-        self._pid = os.getpid()
-
-    def connect(self) -> PoolProxiedConnection:
-        if self._pid != os.getpid():
-            # The parent's sockets, kept or in its pool: neither used nor closed
-            # here, where closing would say goodbye on the parent's connections
-            # (as engine.dispose(close=False) leaves them).
-            self._parents.append((self._kept, self._pool))
-            self._kept, self._pool, self._pid = [], self._pool.recreate(), os.getpid()
-        while True:
-            try:
-                raw, taken = self._kept.pop()
-            except IndexError:
-                raw = self._pool.connect()
-                raw.info[_TAKEN] = time.monotonic()
-                return raw
-            if self._recycle < 0 or time.monotonic() - taken < self._recycle:
-                return raw
-            raw.close()  # back to the pool, which recycles it as it is checked out next
-
-    def put_back(self, raw: PoolProxiedConnection) -> None:
-        if raw.is_valid and len(self._kept) < self._keep and self._pid == os.getpid():
-            self._kept.append((raw, raw.info.get(_TAKEN, 0.0)))
-        else:
             raw.close()
-
-    def dispose(self) -> None:
-        kept, self._kept = self._kept, []
-        for raw, _ in kept:
-            raw.close()
-        self._pool.dispose()
-
-
-_TAKEN = "jobq.taken"  # when the store took a connection from the pool (time.monotonic)
-
-
-def _autocommit_on(dbapi_connection: Any, _: ConnectionPoolEntry) -> None:
-    dbapi_connection.autocommit(True)
 
 
 class _Passed:
@@ -1031,21 +944,19 @@ class _Driver:
     """
 
     def __init__(self, connection: Any) -> None:
-        self._connection = connection
+        # One cursor for all its statements: each reads its results whole.
+        self._cursor = connection.cursor()
 
     def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        with self._connection.cursor() as cursor:
-            cursor.execute(_driver_sql(statement), params)
-            return list(cursor.fetchall())
+        self._cursor.execute(_driver_sql(statement), params)
+        return list(self._cursor.fetchall())
 
     def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        with self._connection.cursor() as cursor:
-            return int(cursor.execute(_driver_sql(statement), params))
+        return int(self._cursor.execute(_driver_sql(statement), params))
 
     def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        with self._connection.cursor() as cursor:
-            cursor.execute(_driver_sql(statement), params)
-            return int(cursor.lastrowid)
+        self._cursor.execute(_driver_sql(statement), params)
+        return int(self._cursor.lastrowid)
 
 
 class _Through(rows.Through):
@@ -1075,23 +986,28 @@ def _check(level: str) -> None:
 
 
 @contextmanager
-def _translated(driver_error: type[Exception] | tuple[()] = ()) -> Iterator[None]:
-    """MySQL's errors as jobq's portable ones, the original kept as ``__cause__``.
-
-    ``driver_error`` is PyMySQL's base class of errors, for statements sent to it directly.
-    """
+def _translated() -> Iterator[None]:
+    """MySQL's errors, as SQLAlchemy raised them, as jobq's portable ones (``__cause__``)."""
     try:
         yield
-    except exc.DBAPIError as error:
-        raise _portable(error.orig, error.connection_invalidated) from error
-    except exc.TimeoutError as error:
-        raise jobq.StoreUnavailable(
+    except _ERRORS as error:
+        raise _translate(error) from error
+
+
+_ERRORS = (exc.DBAPIError, exc.TimeoutError)  # and PyMySQL's own, from statements sent to it
+
+
+def _translate(error: Exception) -> jobq.StoreError:
+    """SQLAlchemy's error or PyMySQL's as jobq's portable one."""
+    if isinstance(error, exc.DBAPIError):
+        return _portable(error.orig, error.connection_invalidated)
+    if isinstance(error, exc.TimeoutError):
+        return jobq.StoreUnavailable(
             f"no database connection was free in time ({error}): the pool is smaller "
             f"than the threads that use it at once; raise pool_size or max_overflow "
             f"in make_engine, or lower QUEUE_WORKERS"
-        ) from error
-    except driver_error as error:
-        raise _portable(error, False) from error
+        )
+    return _portable(error, False)
 
 
 def _code(error: BaseException | None) -> int:

@@ -484,14 +484,14 @@ class Jobs:
         # and no pool, on a connection this thread keeps for its pushes. A push
         # is what a request does, and these save half its time beside the
         # INSERT's own; a SQLite connection is a file handle and a small cache.
-        connection = self._pushing_connection()
+        cursor = self._pushing_cursor()
         try:
-            job.id = str(connection.execute(_PUSH_TEXT, rows.insert(job)).fetchall()[0][0])
+            job.id = str(cursor.execute(_PUSH_TEXT, rows.insert(job)).fetchone()[0])
         except sqlite3.Error as error:
             if not _busy(error):
                 # The file may be gone or replaced: the next push opens it anew.
                 self._pushing.kept = None
-                connection.close()
+                cursor.connection.close()
             raise _portable(error, False) from error
 
     def claim(self, now: datetime, until: datetime) -> Job | None:
@@ -665,19 +665,24 @@ class Jobs:
         with self._write() as sql:
             return sql.count(_PRUNE, {"before": rows.ms(before)})
 
-    def _pushing_connection(self) -> sqlite3.Connection:
-        """This thread's connection for plain pushes, made by the engine (its settings),
-        and kept outside its pool: made again in a process forked since."""
-        kept: tuple[int, sqlite3.Connection] | None = getattr(self._pushing, "kept", None)
-        if kept is not None and kept[0] == os.getpid():
+    def _pushing_cursor(self) -> sqlite3.Cursor:
+        """This thread's cursor for plain pushes, on a connection made by the engine (its
+        settings) and kept outside its pool: made again in a process forked since.
+
+        One cursor for every push, as a new one each time costs more than the
+        rest of the store's Python in a push.
+        """
+        kept: tuple[int, sqlite3.Cursor] | None = getattr(self._pushing, "kept", None)
+        if kept is not None and kept[0] == _pid:
             return kept[1]
         with _translated():
             raw = self._engine.raw_connection()
         connection: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
         raw.detach()  # ours from now on: closed as the thread ends and its local goes
         connection.isolation_level = None  # autocommit, whatever the engine was made with
-        self._pushing.kept = (os.getpid(), connection)
-        return connection
+        cursor = connection.cursor()
+        self._pushing.kept = (_pid, cursor)
+        return cursor
 
     @contextmanager
     def _write(self) -> Iterator[rows.Statements]:
@@ -800,3 +805,14 @@ def _portable(original: BaseException | None, invalidated: bool) -> jobq.StoreEr
     if "no such table" in str(original) or "no such column" in str(original):
         return jobq.StoreError(f"{original}: run the app's migrations (./myapp migrate)")
     return jobq.StoreError(f"the jobs table could not be written or read: {original}")
+
+
+def _forked() -> None:
+    """In a child process, just forked: a push compares with this, not os.getpid()
+    (a system call) each time."""
+    global _pid
+    _pid = os.getpid()
+
+
+_pid = os.getpid()
+os.register_at_fork(after_in_child=_forked)

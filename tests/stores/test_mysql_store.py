@@ -9,7 +9,6 @@ on such a warning, so a deadlock that a retry hid still fails the test.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ HOLD = T0 + timedelta(hours=1)  # no hold runs out in these tests: `now` stays T
 
 
 mysql = sources.store("mysql")
+jobs_pool = sources.jobs_pool()
 
 
 @pytest.fixture
@@ -334,7 +334,7 @@ def test_a_batch_claim_and_settle_take_the_round_trips_they_should(my_engine: sa
         jobs.claim(T0, T0)  # connects, and checks the connection once
         for n in range(10):
             jobs.push(_job(payload=f'{{"n":{n}}}'))
-        with counting(one) as trips, counting(one, mysql._autocommit(one)) as alone:
+        with counting(one) as trips, counting(one, jobs_pool.autocommit(one)) as alone:
             claimed = jobs.claim_many(T0, HOLD, 10)
             assert (len(claimed), trips()) == (10, 3)  # lock and read, hold, commit
             jobs.settle_many(done=claimed[:6], retry=claimed[6:8], fail=claimed[8:])
@@ -373,134 +373,3 @@ def test_prune_lets_go_of_ended_holds_and_the_lock_rows_of_keys_no_job_has(
     )
     jobs.prune(T0 + timedelta(seconds=1))
     assert kept() == ({("sync", "kept"), ("report", "")}, {"paused"})
-
-
-def test_the_apps_transactions_stay_whole_beside_the_stores_autocommit_writes(
-    my_engine: sa.Engine,
-) -> None:
-    """The store's pushes and settles commit alone on a pool of their own, never the app's."""
-    from trips import one_connection
-
-    with one_connection(mysql, my_engine) as one:
-        jobs = mysql.Jobs(one)
-        for n in range(3):
-            jobs.push(_job(payload=f'{{"n":{n}}}'))
-        claimed = jobs.claim_many(T0, HOLD, 3)
-        jobs.settle_many(done=claimed)
-
-        class Abandoned(Exception):
-            pass
-
-        def abandoned() -> None:
-            with one.begin() as conn:
-                insert = "INSERT INTO jobs (kind, payload, run_at) VALUES ('x', '{}', 1)"
-                conn.execute(sa.text(insert))
-                jobs.bind(conn).push(_job())
-                raise Abandoned
-
-        with pytest.raises(Abandoned):
-            abandoned()
-        with one.connect() as conn:
-            assert conn.execute(sa.text("SELECT COUNT(*) FROM jobs")).scalar_one() == 0
-            assert conn.connection.dbapi_connection.get_autocommit() is False  # type: ignore[union-attr]
-    # Disposed with the engine: its connections are closed, none left on the server.
-    assert _connections(my_engine) == 0
-
-
-def _connections(engine: sa.Engine) -> int:
-    """The connections to the test's database on the server, but the one that asks,
-    once none are left or after 5 s: the server ends a closed one as it reads its QUIT."""
-    deadline = time.monotonic() + 5
-    with engine.connect() as conn:
-        while True:
-            left = conn.exec_driver_sql(
-                "SELECT COUNT(*) FROM information_schema.processlist"
-                " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
-            ).scalar_one()
-            if left == 0 or time.monotonic() > deadline:
-                return int(left)
-            time.sleep(0.05)
-
-
-def _checkouts(jobs: Any) -> list[object]:
-    """The checkouts from the store's autocommit pool, from now on."""
-    made: list[object] = []
-    sa.event.listen(mysql._autocommit(jobs._engine)._pool, "checkout", lambda *_: made.append(1))
-    return made
-
-
-def test_the_stores_statements_alone_keep_their_connection_between_them(
-    my_engine: sa.Engine,
-) -> None:
-    """A checkout and return of the pool cost more than a tenth of a push: the
-    store keeps the connections it used, and the pool still counts them."""
-    jobs = mysql.Jobs(my_engine)
-    jobs.push(_job())  # the autocommit pool's first connection
-    checkouts = _checkouts(jobs)
-    for n in range(20):
-        jobs.push(_job(payload=f'{{"n":{n}}}'))
-    jobs.settle_many(done=jobs.claim_many(T0, HOLD, 100))
-    assert checkouts == []
-    pool = mysql._autocommit(my_engine)
-    held = pool.connect()  # another statement's, meanwhile
-    other = threading.Thread(target=lambda: jobs.push(_job()))
-    other.start()
-    other.join()
-    pool.put_back(held)
-    assert len(checkouts) == 1  # none was free: one more from the pool
-    assert (len(pool._kept), pool._pool.checkedout()) == (2, 2)  # both kept, both counted
-
-
-def test_with_pool_pre_ping_each_statement_alone_checks_its_connection_out(
-    my_engine: sa.Engine,
-) -> None:
-    url = my_engine.url.render_as_string(hide_password=False)
-    pinged = mysql.make_engine(url, pool_pre_ping=True)
-    try:
-        jobs = mysql.Jobs(pinged)
-        jobs.push(_job())
-        checkouts = _checkouts(jobs)
-        for _ in range(3):
-            jobs.push(_job())
-        assert len(checkouts) == 3
-    finally:
-        pinged.dispose()
-
-
-def test_with_pool_recycle_a_connection_kept_past_it_goes_back_to_the_pool(
-    my_engine: sa.Engine,
-) -> None:
-    url = my_engine.url.render_as_string(hide_password=False)
-    recycled = mysql.make_engine(url, pool_recycle=1)
-    try:
-        jobs = mysql.Jobs(recycled)
-        jobs.push(_job())
-        checkouts = _checkouts(jobs)
-        jobs.push(_job())
-        assert checkouts == []
-        time.sleep(1.1)  # past the recycle: the next statement checks out (and reconnects)
-        jobs.push(_job())
-        assert len(checkouts) == 1
-    finally:
-        recycled.dispose()
-    assert _connections(my_engine) == 0
-
-
-def test_a_forked_process_leaves_its_parents_kept_connections_alone(my_engine: sa.Engine) -> None:
-    jobs = mysql.Jobs(my_engine)
-    jobs.push(_job(kind="before"))
-    pool = mysql._autocommit(my_engine)
-    [(parents, _)] = pool._kept
-    child = os.fork()
-    if child == 0:  # the child: never back into pytest
-        try:
-            jobs.push(_job(kind="child"))
-            [(childs, _)] = pool._kept
-            os._exit(0 if childs.dbapi_connection is not parents.dbapi_connection else 2)
-        except BaseException:
-            os._exit(1)
-    _, status = os.waitpid(child, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    jobs.push(_job(kind="after"))  # the parent's connection still speaks
-    claimed = jobs.claim_many(T0, HOLD, 10)
-    assert sorted(j.kind for j in claimed) == ["after", "before", "child"]

@@ -627,10 +627,12 @@ def test_a_batch_claim_and_a_batch_settle_of_jobs_with_no_limit_take_one_round_t
         jobs.claim(T0, T0)  # connects
         for i in range(30):
             jobs.push(_job(payload=str(i)))
-        with counting(one) as trips:
+        own = sources.jobs_pool().autocommit(one)
+        with counting(one, own) as trips, counting(one) as apps:
             claimed = jobs.claim_many(T0, HOLD, 10)
             assert (len(claimed), trips()) == (10, 1)
             jobs.settle_many(done=claimed[:4], retry=claimed[4:7], fail=claimed[7:])
             assert trips() == 2
             assert jobs.renew(jobs.claim_many(T0, HOLD, 5), HOLD) != []
             assert trips() == 4
+            assert apps() == 0  # the store's statements are on its own pool's connection

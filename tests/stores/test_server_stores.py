@@ -296,9 +296,9 @@ def test_each_operation_takes_the_round_trips_it_should(
         # Connects, and checks the connection once. psycopg prepares a statement the
         # fifth time it runs, with a trip of its own: here the claim before "fail".
         jobs.claim(T0, T0)
+        # On the app's pool (a claim of limited jobs, a bound store) and the store's own.
         on = [counters.enter_context(counting(one))]
-        if module is mysql:  # and on the store's autocommit pool
-            on.append(counters.enter_context(counting(one, mysql._autocommit(one))))
+        on.append(counters.enter_context(counting(one, sources.jobs_pool().autocommit(one))))
 
         def trips() -> int:
             return sum(count() for count in on)

@@ -16,7 +16,6 @@ from types import ModuleType
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.pool import Pool
 
 
 @contextmanager
@@ -32,13 +31,14 @@ def one_connection(module: ModuleType, engine: sa.Engine) -> Iterator[sa.Engine]
 
 
 @contextmanager
-def counting(engine: sa.Engine, pool: Pool | None = None) -> Iterator[Callable[[], int]]:
+def counting(engine: sa.Engine, pool: Any = None) -> Iterator[Callable[[], int]]:
     """Yield a function that says how many round trips were made since the block began.
 
-    On the engine's one connection, or on ``pool``'s (of one, too) when given.
+    On the engine's one connection, or on the store's own pool's (jobs_pool.py;
+    of one, too) when given.
     """
     if pool is not None:
-        fairy = pool.connect()
+        fairy, _, _ = pool.take()
         raw: Any = fairy.dbapi_connection
         fairy.close()
     else:

@@ -117,12 +117,16 @@ class Kind(Generic[T]):
 
     def job(self, value: T, run_at: datetime, *, priority: int | None = None) -> Job:
         """A new job of this kind; raises ValueDoesNotFit when the value is not one it takes."""
+        return self._job(value, utc(run_at), priority)
+
+    def _job(self, value: T, run_at: datetime, priority: int | None) -> Job:
+        """``job``, ``run_at`` being aware and in UTC already."""
         payload = self.codec.encode(value)
         options = self.options
         return Job(
             kind=self.name,
             payload=payload,
-            run_at=utc(run_at),
+            run_at=run_at,
             key=key_of(payload) if options.unique else "",
             one_at_a_time=options.one_at_a_time,
             at_once=options.at_once,
@@ -137,7 +141,8 @@ class Kind(Generic[T]):
         transaction commits, or not at all: call ``queue.wake()`` after the commit.
         ``priority`` overrides the kind's for this job.
         """
-        return self.push_at(datetime.now(UTC), value, store=store, priority=priority)
+        # push_at's work, less its call and its utc(): now in UTC is in UTC.
+        return self._home._push(self, self._job(value, datetime.now(UTC), priority), store)
 
     def push_at(
         self, at: datetime, value: T, *, store: Store | None = None, priority: int | None = None

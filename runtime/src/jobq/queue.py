@@ -200,7 +200,7 @@ class Queue:
     # Pushes
 
     def _push(self, kind: Kind[Any], job: Job, store: Store | None) -> str:
-        target = self._target(kind, store)
+        target = self.store if store is None else self._target(kind, store)
         self._carry(job, target)
         pushed = _push_to(target, kind.options, job)
         if pushed and target is self.store:

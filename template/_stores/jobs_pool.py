@@ -1,0 +1,154 @@
+"""The jobs store's second pool: connections in autocommit, kept between its statements.
+
+Written by jobs-starter for the Postgres and MySQL stores (``jobs_db.py``);
+``copier update`` brings its new versions.
+
+A push, a settle or a renewal is one statement, which autocommit makes a
+transaction of its own: one round trip, where a transaction takes BEGIN and
+COMMIT besides (psycopg sends a BEGIN; PyMySQL a COMMIT). The app's own
+connections never change mode, so its transactions stay whole: the store's
+come from a second pool, made as the engine's is (the same connect arguments,
+isolation level, reset and size), put in autocommit as each connects, and
+closed as the engine is disposed.
+
+The store keeps the connections it used checked out between its statements:
+a statement takes one of those kept and puts it back, a list's pop and
+append. A SQLAlchemy checkout and return, each time, cost 26-42 µs of a push's
+170-290 here (one connection, measured in turn with keeping it), between two
+round trips, where their few µs of CPU run with the caches cold.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import event
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
+
+
+S = TypeVar("S")
+T = TypeVar("T")
+
+
+def autocommit(engine: Engine) -> Kept:
+    """``engine``'s second pool, made on the first call."""
+    pool = _POOLS.get(engine)
+    if pool is not None:
+        return pool  # each statement asks: no lock once the pool is made
+    with _MADE:
+        pool = _POOLS.get(engine)
+        if pool is None:
+            pool = _POOLS[engine] = Kept(engine)
+        return pool
+
+
+_POOLS: weakref.WeakKeyDictionary[Engine, Kept] = weakref.WeakKeyDictionary()
+_MADE = threading.Lock()
+
+
+class Kept:
+    """The second pool, and the connections the store keeps checked out of it.
+
+    The pool counts every connection, kept or in use, against its size and
+    overflow, and the store keeps no more than its size. With
+    ``pool_pre_ping`` it keeps none, so that each statement's checkout pings;
+    with ``pool_recycle``, none longer than that since it was checked out. A
+    process forked since leaves its parent's alone.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._pool = pool = engine.pool.recreate()
+        self._dialect = dialect = engine.dialect
+
+        @event.listens_for(pool, "connect")
+        def _autocommit_on(dbapi_connection: Any, _: ConnectionPoolEntry) -> None:
+            dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
+
+        event.listen(engine, "engine_disposed", lambda _: self.dispose())
+        size = getattr(pool, "size", None)  # a QueuePool's
+        self._keep: int = 0 if getattr(pool, "_pre_ping", False) or size is None else size()
+        self._recycle: float = getattr(pool, "_recycle", -1)  # seconds; -1: never
+        self._error = dialect.loaded_dbapi.Error  # the driver's base class of errors
+        self._kept: list[Lent] = []
+        self._parents: list[object] = []  # a forked process's parent's, left alone
+        self._pid = _pid
+
+    def run(self, work: Callable[[S], T], statements: Callable[[Any], S]) -> T:
+        """``work`` on a kept connection, given the store's statements on it.
+
+        ``statements(driver_connection)`` is made once for each connection and
+        kept with it, with whatever it keeps (a cursor). A try and a finally,
+        not a context manager: this runs for every push, between two round trips.
+        """
+        lent = self.take()
+        raw, _, sql = lent
+        if sql is None:
+            sql = statements(raw.driver_connection)
+            lent = (raw, lent[1], sql)
+        try:
+            return work(sql)
+        except self._error as error:
+            if self._dialect.is_disconnect(error, raw.dbapi_connection, None):
+                raw.invalidate(error)  # not kept, nor back to the pool: the next one connects anew
+            raise
+        finally:
+            self.put_back(lent)
+
+    def take(self) -> Lent:
+        """A kept connection, or one from the pool; ``put_back`` it after the statement."""
+        if self._pid != _pid:
+            # The parent's sockets, kept or in its pool: neither used nor closed
+            # here, where closing would say goodbye on the parent's connections
+            # (as engine.dispose(close=False) leaves them).
+            self._parents.append((self._kept, self._pool))
+            self._kept, self._pool, self._pid = [], self._pool.recreate(), _pid
+        while True:
+            try:
+                lent = self._kept.pop()
+            except IndexError:
+                return self._pool.connect(), time.monotonic(), None
+            if self._recycle < 0 or time.monotonic() - lent[1] < self._recycle:
+                return lent
+            lent[0].close()  # back to the pool, which recycles it as it is checked out next
+
+    def put_back(self, lent: Lent) -> None:
+        """Keep a connection for the next statement; or, invalidated or one too many, return it.
+
+        Put back in the process that took it, always: a fork copies only the
+        thread that forks, and not in the middle of a statement.
+        """
+        if lent[0].is_valid and len(self._kept) < self._keep:
+            self._kept.append(lent)
+        else:
+            lent[0].close()
+
+    def dispose(self) -> None:
+        kept, self._kept = self._kept, []
+        for raw, _, _ in kept:
+            raw.close()
+        self._pool.dispose()
+
+
+# A connection the store took from its pool: with when it took it (time.monotonic),
+# and its statements once made (Kept.run).
+Lent = tuple["PoolProxiedConnection", float, Any]
+
+
+def _forked() -> None:
+    """In a child process, just forked: Kept.take compares with this, not os.getpid()
+    (a system call) for each statement."""
+    global _pid
+    _pid = os.getpid()
+
+
+_pid = os.getpid()
+os.register_at_fork(after_in_child=_forked)
