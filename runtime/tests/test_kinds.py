@@ -7,6 +7,7 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Annotated
 
 import pydantic
 import pytest
@@ -29,6 +30,10 @@ class Report(TypedDict):
 class Invoice(pydantic.BaseModel):
     id: int
     lines: list[str]
+
+
+# Written as a number, which a datetime reads back from only in lax mode.
+Stamp = Annotated[datetime, pydantic.PlainSerializer(lambda d: d.timestamp(), return_type=float)]
 
 
 def test_a_kind_registered_twice_is_refused(store: MemoryStore) -> None:
@@ -120,6 +125,57 @@ def test_a_value_json_cannot_bring_back_fails_the_push(store: MemoryStore) -> No
     with pytest.raises(jobq.ValueDoesNotFit, match="'ratio' takes float"):
         ratio.push(math.nan)
     assert len(store) == 0
+
+
+@pytest.mark.parametrize(
+    ("type_", "value"),
+    [(int, "5"), (int, 1.0), (WelcomeMail, WelcomeMail(user="5")), (str, 5)],  # type: ignore[arg-type]
+    ids=["a numeric str for an int", "a float for an int", "a field's str", "an int for a str"],
+)
+def test_a_value_whose_json_reads_back_as_the_kinds_only_once_coerced_is_refused(
+    store: MemoryStore, type_: object, value: object
+) -> None:
+    """Its JSON is not the type's in strict mode, and writing it as the type warns."""
+    q = jobq.Queue(store)
+
+    def handler(job: object) -> None: ...
+
+    handler.__annotations__["job"] = type_
+    kind = q.handle("k", handler)
+    with pytest.raises(jobq.ValueDoesNotFit, match="'k' takes"):
+        kind.push(value)
+    assert len(store) == 0
+
+
+def test_a_value_of_another_type_whose_json_is_the_kinds_is_taken_as_one(
+    store: MemoryStore,
+) -> None:
+    """What a push promises is that the job's value reads back as its kind's type."""
+    q = jobq.Queue(store)
+    got: list[WelcomeMail] = []
+
+    @q.kind("welcome-mail")
+    def welcome(job: WelcomeMail) -> None:
+        got.append(job)
+
+    welcome.push({"user": 7})  # type: ignore[arg-type]  # a type checker flags it
+    assert q.drain() == 1
+    assert got == [WelcomeMail(user=7)]
+
+
+def test_a_type_whose_json_reads_back_only_leniently_is_taken(store: MemoryStore) -> None:
+    """A serializer of the app's own may write what only lax reading takes back."""
+    q = jobq.Queue(store)
+    got: list[datetime] = []
+    when = datetime(2030, 1, 1, 12, tzinfo=UTC)
+
+    @q.kind("stamp")
+    def stamp(job: Stamp) -> None:
+        got.append(job)
+
+    stamp.push(when)
+    assert q.drain() == 1
+    assert got == [when]
 
 
 def test_a_push_at_a_time_without_a_zone_is_refused(store: MemoryStore) -> None:
