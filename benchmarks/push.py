@@ -5,7 +5,8 @@
         [--rounds 30] [--size 250] [--only sqlite|postgres|mysql]
 
 On each database, in blocks of --size pushes that take turns (which goes first
-alternating, so that a spell of load falls on every layer alike), µs a push:
+alternating, so that a spell of load falls on every layer alike; the raw
+driver's connection and the store's one block each), µs a push:
 
 - insert: the raw driver's INSERT of a row made beforehand, on a connection of
   its own (benchmarks/peers.py's "insert, raw driver");
@@ -70,9 +71,14 @@ def layers(db: str, rounds: int, size: int) -> dict[str, float]:
                     for i in range(size):
                         noop.push(i)
 
+                # The raw driver's connection and the store's take turns, one
+                # block each: a connection used for several blocks in a row
+                # inserts slower than one that rested (docs/benchmarks.md).
+                insert = ("insert", lambda rows=rows: raw.insert_each(rows))
                 steps: list[tuple[str, Callable[[], object]]] = [
-                    ("insert", lambda rows=rows: raw.insert_each(rows)),
+                    insert,
                     ("store.push", store_push),
+                    insert,
                     ("Kind.push", kind_push),
                 ]
                 for name, step in steps if block % 2 else steps[::-1]:
