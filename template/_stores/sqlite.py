@@ -736,8 +736,8 @@ def _numbered(
     jobs: Sequence[Job], more: Callable[[Job], dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """A batch's parameters, each job's fence (id, attempts: rows.fence's) and ``more``
-    numbered by its place, as _fenced names them. Written out, not through
-    rows.fence's dict: a settle of 128 spends 1 µs a job less."""
+    numbered by its place, as _fenced names them. Written out, not merged from
+    rows.fence's dict for each job: 0.32 µs a job where that took 0.75."""
     params: dict[str, Any] = {}
     for i, job in enumerate(jobs):
         params[f"id{i}"] = int(job.id)

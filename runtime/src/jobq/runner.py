@@ -718,8 +718,7 @@ class Runner:
     async def _call_on_fail(self, attempt: _Attempt) -> None:
         job, kind, error = attempt.job, attempt.kind, attempt.error
         on_fail = kind.options.on_fail
-        if on_fail is None:
-            return
+        assert on_fail is not None  # _kept starts this only for a kind that has one
         if isinstance(error, ValueDoesNotFit):
             say_job(
                 job,
