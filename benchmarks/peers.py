@@ -505,7 +505,7 @@ def table(dbs: list[str], results: dict[str, Samples]) -> list[str]:
         return None if best is None else best[0]
 
     line("run, ours (best of 1, 4, 16 and 128 workers)", ours_cell)
-    line("run, peer (pgqueuer: its defaults, batches of 10)", peer_cell)
+    line("run, peer (pgqueuer at its defaults, batches of 10; huey at its best)", peer_cell)
     line("run, ours / peer", lambda s, db: _ratio(best_of(s, "ours"), peer(s, db)))
     big = f"pgqueuer {PGQUEUER_BATCHES[-1]}"
     line(

@@ -388,6 +388,44 @@ async def test_a_handler_knows_its_job_and_the_job_leaves_no_trace_in_the_caller
         jobq.current_job()
 
 
+async def test_an_async_handlers_job_is_a_copy_and_on_fail_sees_the_job_as_it_ran(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store)
+    seen: list[tuple[str, int, str | None]] = []
+    observed: list[jobq.Ran] = []
+    q.observe = observed.append
+
+    async def gave_up(value: int, error: BaseException) -> None:
+        job = jobq.current_job()
+        seen.append(("on_fail", job.attempts, job.error))
+
+    @q.kind("flaky", attempts=2, backoff=lambda attempt: 0, on_fail=gave_up)
+    async def flaky(value: int) -> None:
+        job = jobq.current_job()
+        seen.append(("handler", job.attempts, job.error))
+        job.attempts, job.error = 99, "changed by the handler"  # its copy, not the run's
+        await asyncio.sleep(0.01)
+        raise RuntimeError(f"attempt {jobq.current_job().attempts} failed")
+
+    late = datetime.now(UTC) - timedelta(seconds=30)
+    id = flaky.push_at(late, 1)
+    await q.adrain()
+    assert seen == [
+        ("handler", 1, None),
+        ("handler", 2, "attempt 1 failed"),
+        ("on_fail", 2, "attempt 1 failed"),  # the job as its last attempt ran
+    ]
+    assert [(r.job, r.attempt, r.outcome, str(r.error)) for r in observed] == [
+        (id, 1, jobq.Outcome.RETRIED, "attempt 1 failed"),
+        (id, 2, jobq.Outcome.FAILED, "attempt 2 failed"),
+    ]
+    first = observed[0]
+    assert first.took >= timedelta(seconds=0.01), "took: how long the handler ran"
+    assert first.waited >= timedelta(seconds=30), "waited: how late its claim was"
+    assert observed[1].waited < timedelta(seconds=30), "a retry waits from its own time"
+
+
 class SlowClaims(Shared):
     """Claims that wait for ``go`` in their thread, as a slow database would."""
 

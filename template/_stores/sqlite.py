@@ -264,19 +264,17 @@ def _fenced(n: int, *more: str) -> str:
     return f"fence ({', '.join(names)}) AS (VALUES {values})"
 
 
+# A done batch names each job's fence in a term of its own, which SQLite reads
+# by rowid, one lookup a term ("MULTI-INDEX OR"): 1.4 µs a job where the join
+# with _fenced's VALUES took 2.7. The terms nest one in another, so a batch is
+# cut into statements of _DONE_AT_MOST: SQLite refuses expressions past 1,000 deep.
+_DONE_AT_MOST = 256
+
+
 @cache
 def _done_many(n: int) -> TextClause:
-    cte = _fenced(n)
-    return text(
-        f"""
-        WITH {cte}
-        DELETE FROM jobs WHERE failed_at IS NULL AND id IN (
-            SELECT held.id FROM fence
-            JOIN jobs AS held ON held.id = fence.id AND held.attempts = fence.attempts
-            WHERE held.held_until > 0
-        )
-        """
-    )
+    terms = " OR ".join(f"(id = :id{i} AND attempts = :attempts{i})" for i in range(n))
+    return text(f"DELETE FROM jobs WHERE ({terms}) AND failed_at IS NULL AND held_until > 0")
 
 
 @cache
@@ -547,8 +545,9 @@ class Jobs:
         for job in fail:
             job.failed_at = job.failed_at or now
         with self._write() as sql:
-            if done:
-                sql.count(_done_many(len(done)), _numbered(done))
+            for first in range(0, len(done), _DONE_AT_MOST):
+                some = done[first : first + _DONE_AT_MOST]
+                sql.count(_done_many(len(some)), _numbered(some))
             if retry:
                 sql.count(
                     _retry_many(len(retry)),
@@ -736,7 +735,7 @@ def _numbered(
     jobs: Sequence[Job], more: Callable[[Job], dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """A batch's parameters, each job's fence (id, attempts: rows.fence's) and ``more``
-    numbered by its place, as _fenced names them. Written out, not merged from
+    numbered by its place, as _fenced and _done_many name them. Written out, not merged from
     rows.fence's dict for each job: 0.32 µs a job where that took 0.75."""
     params: dict[str, Any] = {}
     for i, job in enumerate(jobs):

@@ -169,8 +169,12 @@ def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> N
 
 
 def _fan_out(settles: list[tuple[Settle, Job, Kept]], ok: bool, error: Any) -> None:
+    told = None if ok else error
     for _, _, kept in settles:
-        _tell(kept, None if ok else error)
+        try:  # _tell's, written out: this runs for every job
+            kept(told)
+        except Exception as e:
+            say(logging.ERROR, "a settle's callback failed", trace=e, err=e)
 
 
 def _as_done(kept: Kept) -> _Done:

@@ -123,14 +123,22 @@ class Kind(Generic[T]):
         """``job``, ``run_at`` being aware and in UTC already."""
         payload = self.codec.encode(value)
         options = self.options
+        # By position, in Job's field order (keywords cost twice as much): kind,
+        # payload, run_at, id, attempts, error, failed_at, key, one_at_a_time,
+        # at_once, carried, priority.
         return Job(
-            kind=self.name,
-            payload=payload,
-            run_at=run_at,
-            key=key_of(payload) if options.unique else "",
-            one_at_a_time=options.one_at_a_time,
-            at_once=options.at_once,
-            priority=options.priority if priority is None else priority,
+            self.name,
+            payload,
+            run_at,
+            "",
+            0,
+            None,
+            None,
+            key_of(payload) if options.unique else "",
+            options.one_at_a_time,
+            options.at_once,
+            None,
+            options.priority if priority is None else priority,
         )
 
     def push(self, value: T, *, store: Store | None = None, priority: int | None = None) -> str:

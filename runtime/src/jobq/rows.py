@@ -84,8 +84,8 @@ def fence(job: Job) -> dict[str, Any]:
 
 def job(row: Sequence[Any]) -> Job:
     """A job from a row of ``COLUMNS`` (or of their first few; columns after them are left)."""
-    if len(row) < _WIDTH:
-        row = (*row, *(None,) * (_WIDTH - len(row)))
+    if len(row) != _WIDTH:
+        row = (*row, *(None,) * (_WIDTH - len(row)))[:_WIDTH]
     (
         id,
         kind,
@@ -99,20 +99,22 @@ def job(row: Sequence[Any]) -> Job:
         at_once,
         carried,
         priority,
-    ) = row[:_WIDTH]
+    ) = row
+    # By position, in Job's field order: a claim makes a Job of each row it takes,
+    # and keywords cost twice as much.
     return Job(
-        kind=kind,
-        payload=payload,
-        run_at=at(int(run_at)),
-        id=str(id),
-        attempts=int(attempts),
-        error=error,
-        failed_at=None if failed_at is None else at(int(failed_at)),
-        key=unique_key or alone_key or "",
-        one_at_a_time=alone_key is not None,
-        at_once=int(at_once or 0),
-        carried=None if carried is None else json.loads(carried),
-        priority=int(priority or 0),
+        kind,
+        payload,
+        _EPOCH + int(run_at) * _MS,
+        str(id),
+        int(attempts),
+        error,
+        None if failed_at is None else _EPOCH + int(failed_at) * _MS,
+        unique_key or alone_key or "",
+        alone_key is not None,
+        int(at_once) if at_once else 0,
+        None if carried is None else json.loads(carried),
+        int(priority) if priority else 0,
     )
 
 

@@ -27,7 +27,7 @@ from jobq.calls import Settle, StoreCalls
 from jobq.carry import Carrier, restore
 from jobq.deadline import Deadline, Deadlines
 from jobq.errors import Permanent, StoreError, ValueDoesNotFit
-from jobq.job import Job, Outcome, Ran
+from jobq.job import Job, Outcome, Ran, new_ran
 from jobq.kind import Kind, seconds
 from jobq.log import say, say_job
 from jobq.store import HoldBackStore, NotifyStore, RenewStore, Store
@@ -45,16 +45,18 @@ _current: contextvars.ContextVar[Job] = contextvars.ContextVar("jobq.current_job
 _HOLD_MARGIN = timedelta(minutes=1)
 # A limiter that fails holds its job back this long, rather than let it past the limit.
 _LIMITER_DOWN = timedelta(seconds=10)
+_NO_TIME = timedelta(0)
 
 
 def current_job() -> Job:
     """The job the calling handler runs: its ID, its attempt (1 for the first), its time.
 
     Inside a handler, ``on_fail`` and what they call, in threads too; anywhere
-    else, raises LookupError.
+    else, raises LookupError. A copy: changing it changes nothing of the run.
     """
     try:
-        return _current.get()
+        # Copied here, not as each job starts: most handlers never ask.
+        return _copy(_current.get())
     except LookupError:
         raise LookupError("current_job() is for code that a job's handler runs") from None
 
@@ -112,14 +114,20 @@ class _Slots:
 
 @dataclass(slots=True)
 class _Attempt:
-    """What one attempt at a job came to: what the runner settles, logs and observes."""
+    """What one attempt at a job came to: what the runner settles, logs and observes.
+
+    Times are kept as they were read; ``_ran`` makes the durations, only for a
+    run that is observed.
+    """
 
     job: Job
     kind: Kind[Any]
+    claimed: datetime  # when its claim was made
+    due: datetime  # the job's run_at as it was claimed (a retry moves it)
     value: Any = None
     error: BaseException | None = None  # None: it ran to its end
-    took: timedelta = timedelta(0)  # how long the handler ran
-    waited: timedelta = timedelta(0)  # how long the job waited past its time
+    started: float = 0.0  # the loop's clock as the handler started, and as it ended
+    ended: float = 0.0
 
 
 class Runner:
@@ -212,12 +220,15 @@ class Runner:
         try:
             while True:
                 await slots.wait()
-                for job in await self._claim_or_wait(slots.free):
+                claimed, jobs = await self._claim_or_wait(slots.free)
+                for job in jobs:
                     give = slots.take()
                     self._held[job.id] = job
                     # The task leaves ``running`` as it ends (see _work): no callback a job.
                     running.add(
-                        asyncio.create_task(self._work(job, give), name=f"jobq job {job.id}")
+                        self._loop.create_task(
+                            self._work(job, give, claimed), name=f"jobq job {job.id}"
+                        )
                     )
         except asyncio.CancelledError:
             me = asyncio.current_task()
@@ -254,7 +265,7 @@ class Runner:
                 job = jobs[0]
                 self._held[job.id] = job
                 # A task of its own: the job runs in a copy of the caller's context.
-                run = asyncio.create_task(self._work(job, lambda: None), name=f"jobq job {job.id}")
+                run = asyncio.create_task(self._work(job, _nothing, now), name=f"jobq job {job.id}")
                 ran += await run
                 await self._kept_all()
         finally:
@@ -288,8 +299,11 @@ class Runner:
             say(logging.WARNING, "the store cannot listen for pushes; polling instead", err=e)
             return None
 
-    async def _claim_or_wait(self, most: int) -> list[Job]:
-        """Claim a job for each free worker, in one go; with none due, wait for one."""
+    async def _claim_or_wait(self, most: int) -> tuple[datetime, list[Job]]:
+        """Claim a job for each free worker, in one go; with none due, wait for one.
+
+        Returns the claim's time with its jobs.
+        """
         self._wakeup.clear()  # a push from now on wakes the wait below
         now = datetime.now(UTC)
         claim = self._calls.claim(now, now + self.hold, most)
@@ -310,10 +324,10 @@ class Runner:
                 err=e,
             )
             await self._wait(self.queue.poll)
-            return []
+            return now, []
         if not jobs:
             await self._wait(self._until_next_due(now))
-        return jobs
+        return now, jobs
 
     async def _put_back_claimed(self, claim: asyncio.Future[list[Job]]) -> None:
         """The queue stopped as a claim ran in its thread: let its jobs go, due as they were.
@@ -444,106 +458,117 @@ class Runner:
 
     # One job
 
-    async def _work(self, job: Job, give: Callable[[], None]) -> bool:
+    async def _work(self, job: Job, give: Callable[[], None], claimed: datetime) -> bool:
         """Run a claimed job and have its outcome kept; whether its handler ran.
 
         ``give`` frees the job's worker as the handler returns: its next claim
-        can then go with this job's settle.
+        can then go with this job's settle. An ``async def`` handler is called
+        here, in this one frame: each layer of coroutine costs every job.
         """
+        task = asyncio.current_task()
+        loop, deadlines = self._loop, self._deadlines
+        assert task is not None  # a job's own task
+        assert loop is not None  # set as the run starts, with deadlines
+        assert deadlines is not None
         try:
-            return await self._run_one(job, give)
+            kind = self.kinds.get(job.kind)
+            if kind is None:
+                await self._no_handler(job, datetime.now(UTC))
+                return False
+            if job.carried:  # in this job's own context: its handler, limiter and on_fail see it
+                restore(self.queue.carry, job.carried, kind=job.kind, job=job.id)
+            options = kind.options
+            if options.rate is not None and not await self._rate_allows(kind, job, claimed):
+                return False
+            attempt = _Attempt(job, kind, claimed, job.run_at)
+            try:
+                attempt.value = kind.codec.decode(job.payload)
+            except pydantic.ValidationError as e:
+                attempt.error = _does_not_fit(job, kind, e)
+                self._finish(attempt)
+                return True
+            if job.attempts > options.attempts:
+                # The claim before this one was its last attempt, and its worker
+                # was lost with it (killed, or cut off past its hold): as River and
+                # Oban do, it fails for good rather than run past its attempts.
+                attempt.error = Permanent(_lost(job, options.attempts))
+                self._finish(attempt)
+                return False
+            is_async = self._async.get(kind)
+            if is_async is None:  # asked once a kind: inspect's check costs µs a job
+                is_async = self._async[kind] = inspect.iscoroutinefunction(kind.handler)
+            if not is_async:
+                return await self._in_thread(attempt, give)
+            # This task's own context: each job runs in its own. The job itself, not
+            # a copy: current_job() copies it, and _finish keeps it as it ran.
+            _current.set(job)
+            timeout = options.timeout
+            attempt.started = time.monotonic()
+            ends = deadlines.start(task, loop.time(), timeout)
+            cut = False
+            try:
+                await cast("Awaitable[None]", kind.handler(attempt.value))
+            except asyncio.CancelledError as e:
+                if not ends.end():
+                    raise  # the run's own cancel, not the deadline's
+                if ends.cut:
+                    cut = True  # the stop's grace ran out: it goes back
+                else:
+                    timed_out = TimeoutError(f"the job took longer than its timeout, {timeout:g}s")
+                    timed_out.__cause__ = e
+                    attempt.error = timed_out
+            except Exception as e:
+                attempt.error = e
+            finally:
+                ends.end()
+            attempt.ended = time.monotonic()
+            if cut:
+                await self._put_back(attempt)
+                return True
+            give()
+            # Kept, logged, told to on_fail and observed, even as the queue stops: a stop
+            # interrupts handlers only (see _stop).
+            self._finish(attempt)
+            return True
         finally:
             give()
             self._held.pop(job.id, None)
-            self._running.discard(asyncio.current_task())
+            self._running.discard(task)
 
-    async def _run_one(self, job: Job, give: Callable[[], None]) -> bool:
-        claimed_at = datetime.now(UTC)
-        waited = max(claimed_at - job.run_at, timedelta(0))
-        kind = self.kinds.get(job.kind)
-        if kind is None:
-            await self._no_handler(job, claimed_at)
-            return False
-        if job.carried:  # in this job's own context: its handler, limiter and on_fail see it
-            restore(self.queue.carry, job.carried, kind=job.kind, job=job.id)
-        if kind.options.rate is not None and not await self._rate_allows(kind, job, waited):
-            return False
-        attempt = _Attempt(job=job, kind=kind, waited=waited)
-        try:
-            attempt.value = kind.codec.decode(job.payload)
-        except pydantic.ValidationError as e:
-            # One line: pydantic's own text spans several, with a link in each.
-            problems = "; ".join(
-                f"{'.'.join(map(str, err['loc'])) or 'the value'}: {err['msg']}"
-                for err in e.errors(include_url=False)[:3]
-            )
-            attempt.error = ValueDoesNotFit(
-                f"job {job.id} of kind {job.kind!r}: its value does not fit "
-                f"{getattr(kind.codec.type, '__qualname__', kind.codec.type)!r} ({problems}); "
-                f"it is kept as failed: push the job again with a value that fits"
-            )
-            self._finish(attempt)
-            return True
-        if job.attempts > kind.options.attempts:
-            # The claim before this one was its last attempt, and its worker
-            # was lost with it (killed, or cut off past its hold): as River and
-            # Oban do, it fails for good rather than run past its attempts.
-            attempt.error = Permanent(_lost(job, kind.options.attempts))
-            self._finish(attempt)
-            return False
-        started = time.monotonic()
-        _current.set(_copy(job))  # this task's own context: each job runs in its own
+    async def _in_thread(self, attempt: _Attempt, give: Callable[[], None]) -> bool:
+        """Call a plain function's handler in a thread, within the kind's timeout."""
+        job, kind = attempt.job, attempt.kind
+        _current.set(_copy(job))  # the thread may outlive the attempt, and its settle
         thread: asyncio.Future[Any] | None = None
         try:
-            await self._call(kind, attempt.value, job)
-        except _Stopped:
-            await self._put_back(job, kind, started, waited)
-            return True
+            await self._call_in_thread(kind, attempt)
         except _ThreadTimeout as e:
             attempt.error, thread = e, e.thread
         except Exception as e:
             attempt.error = e
-        attempt.took = timedelta(seconds=time.monotonic() - started)
+        attempt.ended = time.monotonic()
         if thread is None:
             give()
         else:
             # The worker stays taken until the thread returns, but the attempt is over.
             asyncio.ensure_future(_outlive(thread, job)).add_done_callback(lambda _: give())
-        # Kept, logged, told to on_fail and observed, even as the queue stops: a stop
-        # interrupts handlers only (see _stop).
         self._finish(attempt)
         if thread is not None:
             await asyncio.wait([thread])
         return True
 
-    async def _call(self, kind: Kind[Any], value: Any, job: Job) -> None:
-        """Call the handler within the kind's timeout: on the loop, or in a thread.
+    async def _call_in_thread(self, kind: Kind[Any], attempt: _Attempt) -> None:
+        """Call the handler in a thread, within the kind's timeout.
 
-        Raises _Stopped when the queue's stop cut an async handler short.
+        A stop cannot cut it short: past the grace, it is waited for up to its timeout.
         """
         timeout = kind.options.timeout
         loop = asyncio.get_running_loop()
-        handler = kind.handler
-        is_async = self._async.get(kind)
-        if is_async is None:  # asked once a kind: inspect's check costs µs a job
-            is_async = self._async[kind] = inspect.iscoroutinefunction(handler)
-        if is_async:
-            ends = self._deadline(loop.time(), timeout)
-            try:
-                await cast("Awaitable[None]", handler(value))
-            except asyncio.CancelledError as e:
-                if not ends.end():
-                    raise  # the run's own cancel, not the deadline's
-                if ends.cut:
-                    raise _Stopped from e
-                raise TimeoutError(f"the job took longer than its timeout, {timeout:g}s") from e
-            finally:
-                ends.end()
-            return
         context = contextvars.copy_context()
+        attempt.started = time.monotonic()
         started = loop.time()
         assert self._handler_threads is not None  # made as the run starts
-        thread = self._handler_threads.call(context, handler, value)
+        thread = self._handler_threads.call(context, kind.handler, attempt.value)
         ends = self._deadline(started, timeout)
         try:
             # Shielded: the thread's future outlives a cut, for _outlive to wait on.
@@ -557,7 +582,7 @@ class Runner:
             # back while it runs (it would run twice at once); wait for it, up to its
             # timeout, and keep what it came to.
             say_job(
-                job,
+                attempt.job,
                 logging.WARNING,
                 "the queue waits for a job's thread, which cannot be cancelled",
             )
@@ -580,7 +605,7 @@ class Runner:
         assert self._deadlines is not None  # made as the run starts
         return self._deadlines.start(task, started, timeout)
 
-    async def _rate_allows(self, kind: Kind[Any], job: Job, waited: timedelta) -> bool:
+    async def _rate_allows(self, kind: Kind[Any], job: Job, claimed: datetime) -> bool:
         """Ask the kind's limiter; a job it refuses goes back as it was, its kind held back."""
         limiter = kind.options.rate
         assert limiter is not None
@@ -608,7 +633,7 @@ class Runner:
                     outcome=Outcome.HELD_BACK,
                     error=None,
                     took=timedelta(0),
-                    waited=waited,
+                    waited=max(claimed - job.run_at, timedelta(0)),
                 )
             )
         return False
@@ -620,22 +645,28 @@ class Runner:
         (``_kept``), in the job's context. A stop and a drain wait for it.
         """
         job, kind, error = attempt.job, attempt.kind, attempt.error
-        now = datetime.now(UTC)
-        how: Settle
-        if error is None:
-            how, outcome = "done", Outcome.DONE
-        elif (
-            isinstance(error, Permanent | ValueDoesNotFit) or job.attempts >= kind.options.attempts
-        ):
-            how, outcome = "fail", Outcome.FAILED
-            job.error, job.failed_at = _describe(error), now
-        else:
-            how, outcome = "retry", Outcome.RETRIED
-            wait = seconds(kind.options.backoff(job.attempts))
-            job.error, job.run_at = _describe(error), now + timedelta(seconds=wait)
         # No longer renewed from here: a renewal that meets the settled job must not
         # take it for one another claim has.
         self._held.pop(job.id, None)
+        how: Settle
+        if error is None:
+            if self.queue.observe is None and not (job.at_once or job.one_at_a_time):
+                self._calls.settle_then("done", job, _nothing_kept)  # nothing to do once kept
+                return
+            how, outcome = "done", Outcome.DONE
+        else:
+            # What on_fail and the logs see as current_job(): the job as it ran.
+            _current.set(_copy(job))
+            now = datetime.now(UTC)
+            if isinstance(error, Permanent | ValueDoesNotFit) or (
+                job.attempts >= kind.options.attempts
+            ):
+                how, outcome = "fail", Outcome.FAILED
+                job.error, job.failed_at = _describe(error), now
+            else:
+                how, outcome = "retry", Outcome.RETRIED
+                wait = seconds(kind.options.backoff(job.attempts))
+                job.error, job.run_at = _describe(error), now + timedelta(seconds=wait)
         context = contextvars.copy_context()
         self._calls.settle_then(
             how, job, lambda failed: context.run(self._kept, attempt, outcome, failed)
@@ -669,8 +700,9 @@ class Runner:
                 return
         self._observe(ran)
 
-    async def _put_back(self, job: Job, kind: Kind[Any], started: float, waited: timedelta) -> None:
+    async def _put_back(self, attempt: _Attempt) -> None:
         """A job cancelled as the queue stops goes back, due at once, for the next start."""
+        job = attempt.job
         job.run_at, job.error = datetime.now(UTC), "stopped with the queue before it finished"
         self._held.pop(job.id, None)
         try:
@@ -683,17 +715,8 @@ class Runner:
             "a job was stopped with the queue, and will run again",
             attempt=job.attempts,
         )
-        self._observe(
-            Ran(
-                kind=kind.name,
-                job=job.id,
-                attempt=job.attempts,
-                outcome=Outcome.RETRIED,
-                error=asyncio.CancelledError(job.error),
-                took=timedelta(seconds=time.monotonic() - started),
-                waited=waited,
-            )
-        )
+        attempt.error = asyncio.CancelledError(job.error)
+        self._observe(_ran(attempt, Outcome.RETRIED))
 
     async def _no_handler(self, job: Job, now: datetime) -> None:
         """Another version of the app pushed it: let it go back for an instance that has one."""
@@ -758,14 +781,35 @@ class Runner:
 
 def _ran(attempt: _Attempt, outcome: Outcome) -> Ran:
     job = attempt.job
-    return Ran(
-        kind=job.kind,
-        job=job.id,
-        attempt=job.attempts,
-        outcome=outcome,
-        error=attempt.error,
-        took=attempt.took,
-        waited=attempt.waited,
+    return new_ran(
+        job.kind,
+        job.id,
+        job.attempts,
+        outcome,
+        attempt.error,
+        timedelta(seconds=max(attempt.ended - attempt.started, 0.0)),
+        max(attempt.claimed - attempt.due, _NO_TIME),
+    )
+
+
+def _nothing() -> None:
+    pass
+
+
+def _nothing_kept(failed: BaseException | None) -> None:
+    """A done job's settle that nobody observes: a failure was logged as it happened."""
+
+
+def _does_not_fit(job: Job, kind: Kind[Any], error: pydantic.ValidationError) -> ValueDoesNotFit:
+    # One line: pydantic's own text spans several, with a link in each.
+    problems = "; ".join(
+        f"{'.'.join(map(str, err['loc'])) or 'the value'}: {err['msg']}"
+        for err in error.errors(include_url=False)[:3]
+    )
+    return ValueDoesNotFit(
+        f"job {job.id} of kind {job.kind!r}: its value does not fit "
+        f"{getattr(kind.codec.type, '__qualname__', kind.codec.type)!r} ({problems}); "
+        f"it is kept as failed: push the job again with a value that fits"
     )
 
 
@@ -807,10 +851,6 @@ _JOB_FIELDS = attrgetter(*(f.name for f in fields(Job)))
 def _copy(job: Job) -> Job:
     """A copy of ``job`` (``dataclasses.replace`` costs five times as much, on every job)."""
     return Job(*_JOB_FIELDS(job))
-
-
-class _Stopped(Exception):
-    """The queue stopped, and its grace ran out, as an async handler ran: it goes back."""
 
 
 class _ThreadTimeout(TimeoutError):

@@ -172,6 +172,23 @@ class BatchStorePromises:
         store.done(again)
         assert store.claim(FAR, FAR + HOLD) is None, "the other job was done"
 
+    def test_a_batch_of_hundreds_is_claimed_and_settled_whole(self, store: Store) -> None:
+        # A queue of many workers claims and settles that many at once: a store
+        # that cuts a statement into parts (SQLite's done, past 256) keeps it whole.
+        batch = _batch_store(store)
+        for n in range(600):
+            store.push(job(payload=str(n)))
+        got = batch.claim_many(at(0), at(300), 1000)
+        assert sorted(int(j.payload) for j in got) == list(range(600))
+        stale = got[450]
+        stale.attempts -= 1  # as a stalled worker's earlier claim would have it
+        batch.settle_many(done=got)
+        left = store.claim(at(300), at(600))
+        assert left is not None, "a job whose fence no longer holds is left alone"
+        assert (left.id, left.attempts) == (stale.id, 2)
+        store.done(left)
+        assert store.claim(FAR, FAR + HOLD) is None, "every other job of the batch was done"
+
     def test_claims_and_settles_of_many_at_once_never_share_a_job(self, store: Store) -> None:
         batch = _batch_store(store)
         for n in range(120):
