@@ -57,14 +57,18 @@ def _made(module: ModuleType, engine: sa.Engine, **kwargs: Any) -> Iterator[sa.E
 
 def _connections(engine: sa.Engine) -> list[str]:
     """The connections to the test's database on the server, but the one that asks,
-    once none are left or after 5 s: the server ends a closed one as it reads its goodbye.
+    once none are left or after 10 s: the server ends a closed one as it reads its goodbye.
 
     Clients' only: an autovacuum worker on the test's database is the server's own.
-    Each is described, so that a failure says whose it is.
+    Each is described, so that a failure says whose it is. Each look is a
+    transaction of its own: Postgres shows a transaction one snapshot of
+    pg_stat_activity, taken as it first reads it, so a loop in one transaction
+    saw a connection that was closing as its first look caught it, for as long
+    as it looked (twice in CI, under load, where the server ended it a moment late).
     """
     if engine.dialect.name == "postgresql":
         others = (
-            "SELECT concat_ws(' ', backend_type, application_name, state, left(query, 60))"
+            "SELECT concat_ws(' ', pid, backend_type, state, wait_event, left(query, 40))"
             " FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             " AND backend_type = 'client backend'"
@@ -75,10 +79,11 @@ def _connections(engine: sa.Engine) -> list[str]:
             " FROM information_schema.processlist"
             " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
         )
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
     with engine.connect() as conn:
         while True:
             left = [str(row) for row in conn.exec_driver_sql(others).scalars()]
+            conn.rollback()  # the next look sees the server as it is then
             if not left or time.monotonic() > deadline:
                 return left
             time.sleep(0.05)
