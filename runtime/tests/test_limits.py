@@ -213,6 +213,7 @@ async def test_a_rate_holds_its_kind_back_and_the_jobs_run_as_its_wait_ends_not_
     held = [r for r in told if r.outcome is jobq.Outcome.HELD_BACK]
     assert held
     assert str(held[0].outcome) == "held back"
+    assert all(r.error is None and r.took == timedelta(0) for r in held), "no handler ran"
     assert len(limiter.starts) <= 2
 
 

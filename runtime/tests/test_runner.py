@@ -308,3 +308,47 @@ async def test_a_job_whose_worker_was_lost_before_its_last_attempt_runs_again(
     assert await q.adrain() == 1
     assert ran == [7], "its last attempt runs"
     assert store.failed() == []
+
+
+class OneAtATime:
+    """A Store of the contract's methods alone, no BatchStore: settled one call a job."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.push = store.push
+        self.claim = store.claim
+        self.done = store.done
+        self.retry = store.retry
+        self.fail = store.fail
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["settle_many", "one a call"])
+async def test_a_settle_callback_that_raises_is_logged_and_the_others_are_still_told(
+    store: MemoryStore, batched: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    from jobq.calls import StoreCalls
+
+    target = store if batched else OneAtATime(store)
+    now = datetime.now(UTC)
+    for n in range(3):
+        store.push(jobq.Job(kind="mail", payload=str(n), run_at=now))
+    calls = StoreCalls(target)
+    jobs = await calls.claim(now, now + timedelta(minutes=5), 3)
+    told: list[tuple[str, BaseException | None]] = []
+
+    def kept(job: jobq.Job) -> jobq.calls.Kept:
+        def tell(failed: BaseException | None) -> None:
+            told.append((job.id, failed))
+            if job is jobs[0]:
+                raise ZeroDivisionError("a bug in the first callback")
+
+        return tell
+
+    with caplog.at_level(logging.ERROR, logger="jobq"):
+        for job in jobs:
+            calls.settle_then("done", job, kept(job))
+        await calls.flushed()
+    assert told == [(job.id, None) for job in jobs], "each is told, after the one that raised"
+    assert [r.getMessage() for r in caplog.records] == [
+        'a settle\'s callback failed err="a bug in the first callback"'
+    ]
+    assert store.claim(now + timedelta(hours=1), now + timedelta(hours=2)) is None, "all done"

@@ -130,7 +130,11 @@ class StoreCalls:
                     calls.append((_settle_many, (self._batching, settles), kept))
                 else:
                     calls += [
-                        (_logged(getattr(self.store, how), how), (job,), _as_done(then))
+                        (
+                            _logged(getattr(self.store, how), how),
+                            (job,),
+                            functools.partial(_fan_out, [(how, job, then)]),
+                        )
                         for how, job, then in settles
                     ]
                 calls += batch
@@ -171,22 +175,10 @@ def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> N
 def _fan_out(settles: list[tuple[Settle, Job, Kept]], ok: bool, error: Any) -> None:
     told = None if ok else error
     for _, _, kept in settles:
-        try:  # _tell's, written out: this runs for every job
+        try:  # a bug in one is logged, and the settles after it are still told
             kept(told)
         except Exception as e:
             say(logging.ERROR, "a settle's callback failed", trace=e, err=e)
-
-
-def _as_done(kept: Kept) -> _Done:
-    return lambda ok, error: _tell(kept, None if ok else error)
-
-
-def _tell(kept: Kept, error: BaseException | None) -> None:
-    """``kept(error)``; a bug in it is logged, and the settles after it are still told."""
-    try:
-        kept(error)
-    except Exception as e:
-        say(logging.ERROR, "a settle's callback failed", trace=e, err=e)
 
 
 def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

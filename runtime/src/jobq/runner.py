@@ -478,9 +478,9 @@ class Runner:
             if job.carried:  # in this job's own context: its handler, limiter and on_fail see it
                 restore(self.queue.carry, job.carried, kind=job.kind, job=job.id)
             options = kind.options
-            if options.rate is not None and not await self._rate_allows(kind, job, claimed):
-                return False
             attempt = _Attempt(job, kind, claimed, job.run_at)
+            if options.rate is not None and not await self._rate_allows(attempt):
+                return False
             try:
                 attempt.value = kind.codec.decode(job.payload)
             except pydantic.ValidationError as e:
@@ -605,8 +605,13 @@ class Runner:
         assert self._deadlines is not None  # made as the run starts
         return self._deadlines.start(task, started, timeout)
 
-    async def _rate_allows(self, kind: Kind[Any], job: Job, claimed: datetime) -> bool:
-        """Ask the kind's limiter; a job it refuses goes back as it was, its kind held back."""
+    async def _rate_allows(self, attempt: _Attempt) -> bool:
+        """Ask the kind's limiter; a job it refuses goes back as it was, its kind held back.
+
+        Observed as held back: no handler ran (``took`` 0), and ``waited`` is
+        from the job's time as it was claimed, whatever going back wrote into it.
+        """
+        job, kind = attempt.job, attempt.kind
         limiter = kind.options.rate
         assert limiter is not None
         now = datetime.now(UTC)
@@ -625,17 +630,7 @@ class Runner:
         until = now + wait
         if await self._give_back(job, until, "held back by its kind's rate"):
             self.pushed(until)  # look again as the wait ends, not a poll later
-            self._observe(
-                Ran(
-                    kind=job.kind,
-                    job=job.id,
-                    attempt=job.attempts,
-                    outcome=Outcome.HELD_BACK,
-                    error=None,
-                    took=timedelta(0),
-                    waited=max(claimed - job.run_at, timedelta(0)),
-                )
-            )
+            self._observe(_ran(attempt, Outcome.HELD_BACK))
         return False
 
     def _finish(self, attempt: _Attempt) -> None:
