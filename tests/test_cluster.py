@@ -20,8 +20,7 @@ And a job that runs for several holds (JOBQ_HOLD=1.5 s) on a live worker.
 About 15 s (limits), 100 s (kills) and 10 s (the long job) a database on a
 2-core machine, 6 minutes in all for SQLite, Postgres and MariaDB, besides
 installing the apps. The kills story's rounds are pushed faster than they
-run: its floor is their slow jobs (600 of 2 to 4 s on 24 workers, 75 s),
-and a job the last kills cut short waits out its hold, then its turn.
+run: its floor is their slow jobs (600 of 2 to 4 s on 24 workers, 75 s).
 """
 
 from __future__ import annotations
@@ -53,8 +52,7 @@ if TYPE_CHECKING:
 CLUSTER = Path(__file__).parent / "instances" / "cluster.py"
 DATABASES = ["sqlite", "postgres", "mysql"]
 LIVENESS = 300.0  # seconds: far longer than any step takes on a loaded machine
-HOLD_MS = 30_000  # the queue's default hold, which the kills story keeps
-BUSY_GAP_MS = 5_000  # runs of a backlog start closer together than this
+BUSY_GAP_MS = 5_000  # the runs of a backlog start closer together than this
 RETRY_SLACK_MS = 5_000  # a retry's backoff (0.2 s) and its settle, on a loaded machine
 KINDS = ("keyed", "limited", "throttled", "slow", "plain", "retried", "doomed")
 
@@ -523,19 +521,18 @@ def _attempt(run: Run) -> int:
     return run.attempt
 
 
-def _cut_in(story: Story, due_by: int, since: int, until: int) -> list[Run]:
-    """First runs, started in [since, until), of jobs pushed after ``due_by``.
+def _cut_in(story: Story, due_by: int, until: int) -> list[Run]:
+    """First runs, started in [due_by, until), of jobs pushed after ``due_by``.
 
     A job due by ``due_by`` comes before any job pushed later: a claim takes
-    the earliest due first. So once the job could be claimed, such a start is
-    a claim that passed it over.
+    the earliest due first. So such a start is a claim that passed it over.
     """
     pushed = {job: at for _, _, job, at in story.pushes if job}
     return [
         other
         for other in story.runs
         if other.attempt == 1
-        and since <= other.started < until
+        and due_by <= other.started < until
         and pushed.get(other.job, -1) > due_by
     ]
 
@@ -546,7 +543,7 @@ def _busy_until(story: Story, since: int, until: int) -> bool:
     return all(b - a < BUSY_GAP_MS for a, b in itertools.pairwise([since, *starts, until]))
 
 
-def test_every_job_killed_while_running_ran_again_once_its_hold_ran_out_in_its_turn(
+def test_every_job_killed_while_running_ran_again_within_a_minute_of_the_kill(
     kills: Story,
 ) -> None:
     back = _returns(kills)
@@ -556,49 +553,50 @@ def test_every_job_killed_while_running_ran_again_once_its_hold_ran_out_in_its_t
     # instance was killed: only the note of it was lost. Any other ran again.
     never = [run for run, again in back if again is None and run.ended is None]
     assert never == []
-    waits = [(again.started - kills.kills[run.instance]) / 1000 for run, again in back if again]
-    # A claim whose instance was killed before its handler noted the start leaves
-    # no run, only its attempt: the job waits out one more hold for each of those,
-    # and each needs a kill between the two runs to have cut it.
-    # Past its hold (or its retry's backoff, when the retry was kept and only the
-    # note of it lost) the job is due, and waits its turn: the rounds push slow
-    # jobs faster than the instances run them, so a job due late in the story
-    # waits behind that backlog (68 s after its kill in one CI run). The wait is
-    # fair if runs kept starting and none was of a job pushed after it was due.
-    late, passed_over = [], []
+    late: list[str] = []
+    cut: list[float] = []  # seconds to the next run: of runs the kill cut mid-run
+    ended: list[float] = []  # and of runs whose handler had ended, its outcome not kept
     for run, again in back:
         if again is None:
             continue
         killed = kills.kills[run.instance]
+        waited = again.started - killed
+        # A claim whose instance was killed before its handler noted the start leaves
+        # no run, only its attempt: the job waits out one more hold for each of those,
+        # and each needs a kill between the two runs to have cut it.
         unseen = again.attempt - run.attempt - 1
         between = sorted(t for t in kills.kills.values() if killed < t < again.started)
-        if unseen > len(between):
-            late.append(f"job {run.job} ({run.kind}): {unseen} unseen attempts, {between} kills")
-        # Due again a hold after the kill that cut its last attempt short, at the
-        # latest; a second of slack for the claim and the handler's note of its start.
-        due = max([killed, *between]) + HOLD_MS + 1000
-        if again.started > due and not _busy_until(kills, due, again.started):
-            late.append(
-                f"job {run.job} ({run.kind}): due again by {due}, started at {again.started};"
-                f" no run started in the {BUSY_GAP_MS} ms before it: it waited for nothing"
+        (cut if run.ended is None else ended).append(waited / 1000)
+        if waited <= 60_000 * (unseen + 1) and unseen <= len(between):
+            continue
+        why = "its hold ran out long before"
+        if run.outcome == "raised" and run.ended is not None and unseen == 0:
+            # Its handler raised before the kill, and the retry may have been kept,
+            # only the note of it lost: then the job was due at its backoff, and
+            # waited its turn behind the backlog of the rounds, which are pushed
+            # faster than they run (68 s after its kill in one CI run). Fair, if
+            # runs kept starting and none was of a job pushed after it was due.
+            due_by = run.ended + RETRY_SLACK_MS
+            cut_in = _cut_in(kills, due_by, again.started)
+            if _busy_until(kills, due_by, again.started) and not cut_in:
+                continue
+            why = (
+                f"{len(cut_in)} jobs pushed after it was due ran first: {cut_in[:3]}"
+                if cut_in
+                else f"no run started for {BUSY_GAP_MS} ms as it waited: it waited for nothing"
             )
-        # Due since its run started; or, if its handler raised before the kill and
-        # the retry was kept (only the note of it lost), since the retry's backoff.
-        due_by = run.started if run.ended is None else run.ended + RETRY_SLACK_MS
-        cut_in = _cut_in(kills, due_by, due, again.started)
-        if cut_in:
-            passed_over.append(
-                f"job {run.job} ({run.kind}): attempt {run.attempt} on {run.instance}, killed"
-                f" at {killed}, started again at {again.started} on {again.instance}; after"
-                f" {due}, {len(cut_in)} jobs pushed later started first: {cut_in[:3]}"
-            )
+        late.append(
+            f"job {run.job} ({run.kind}): attempt {run.attempt} on {run.instance}, killed"
+            f" at {killed}; attempt {again.attempt} started at {again.started} on"
+            f" {again.instance}; kills between: {between}; {why}"
+        )
     assert late == []
-    assert passed_over == []
     print(
         f"\n{KILLS} kills cut {len(back)} runs short ({dict(Counter(r.kind for r, _ in back))});"
-        f" {len(waits)} ran again, the slowest {max(waits):.1f} s after its kill"
-        f" ({sum(w > HOLD_MS / 1000 + 1 for w in waits)} waited past its hold, in turn);"
-        f" {len(back) - len(waits)} had been kept as the kill came"
+        f" {len(cut)} cut mid-run ran again, the slowest {max(cut, default=0):.1f} s after its"
+        f" kill; {len(ended)} whose handler had ended ran again after up to"
+        f" {max(ended, default=0):.1f} s; {len(back) - len(cut) - len(ended)} had been kept"
+        " as the kill came"
     )
 
 
