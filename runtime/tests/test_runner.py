@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
+from jobq.calls import Kept, StoreCalls
 from jobq.testing import MemoryStore
 
 LIVENESS = 5.0  # seconds
@@ -325,8 +326,6 @@ class OneAtATime:
 async def test_a_settle_callback_that_raises_is_logged_and_the_others_are_still_told(
     store: MemoryStore, batched: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from jobq.calls import StoreCalls
-
     target = store if batched else OneAtATime(store)
     now = datetime.now(UTC)
     for n in range(3):
@@ -335,7 +334,7 @@ async def test_a_settle_callback_that_raises_is_logged_and_the_others_are_still_
     jobs = await calls.claim(now, now + timedelta(minutes=5), 3)
     told: list[tuple[str, BaseException | None]] = []
 
-    def kept(job: jobq.Job) -> jobq.calls.Kept:
+    def kept(job: jobq.Job) -> Kept:
         def tell(failed: BaseException | None) -> None:
             told.append((job.id, failed))
             if job is jobs[0]:
