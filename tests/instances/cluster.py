@@ -12,7 +12,8 @@ The instance is the app's own (make_app: its store, its queue, its kinds), with
 kinds more whose handlers note each run, as it starts and as it ends, in a
 ``ran`` table of the same database (instance, kind, job ID, attempt, key,
 started and ended in ms, outcome; and settled, as the queue's observe is told
-the store kept the outcome):
+the store kept the outcome; and the last line of the error the job began the
+attempt with):
 
 - ``keyed``: unique and one at a time; its value is ``{"key": k}``;
 - ``limited``: no more than 2 at once on all instances;
@@ -53,8 +54,8 @@ if TYPE_CHECKING:
 WORKERS = 8
 
 STARTED = text(
-    "INSERT INTO ran (instance, kind, job, attempt, k, started)"
-    " VALUES (:instance, :kind, :job, :attempt, :k, :at)"
+    "INSERT INTO ran (instance, kind, job, attempt, k, started, error_before)"
+    " VALUES (:instance, :kind, :job, :attempt, :k, :at, :error_before)"
 )
 ENDED = text(
     "UPDATE ran SET ended = :at, outcome = :outcome"
@@ -125,8 +126,12 @@ class Noted:
         """Note the start, work ``work`` seconds, raise if ``fails``, note the end."""
         job = jobq.current_job()
         ids = {"instance": self.instance, "job": job.id, "attempt": job.attempts}
+        # The last line of the error the store kept from an attempt before: a
+        # retry it kept, whose note a kill may have lost, shows here.
+        before = (job.error or "").strip().splitlines()[-1:]
+        started = {"kind": kind, "k": key, "at": _ms(), "error_before": "".join(before)[:200]}
         with self.engine.begin() as conn:
-            conn.execute(STARTED, {**ids, "kind": kind, "k": key, "at": _ms()})
+            conn.execute(STARTED, {**ids, **started})
         time.sleep(work)  # the job's work: a handler's thread, busy
         with self.engine.begin() as conn:
             conn.execute(ENDED, {**ids, "at": _ms(), "outcome": "raised" if fails else "done"})
