@@ -7,16 +7,41 @@ skips. Add fixtures for other test files below.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 from typing import TYPE_CHECKING
 
 import pytest
+import sources
 
-from apps import Installed, install
-from dbfixtures import ENV, fresh_database
+from apps import APP, Installed, install
+from dbfixtures import ENV, MigratedDatabase, fresh_database
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into node ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, keep each story's tests on one worker, so it is told once.
+
+    A story (the cluster's and the instances' stories, a module-scoped fixture
+    for each database) is told on the worker that first needs it: the tests
+    that read one database's story go together, each database's apart.
+    """
+    for item in items:
+        story = STORIES.get(item.path.name)
+        callspec = getattr(item, "callspec", None)
+        if story is None or callspec is None:
+            continue
+        db = next((v for k, v in callspec.params.items() if k in story), None)
+        if db is not None:
+            item.add_marker(pytest.mark.xdist_group(f"{item.path.stem}-{db}"))
+
+
+# The files whose tests read a story told once a database, by the names that give it.
+STORIES = {"test_cluster.py": ("limits", "kills", "db"), "test_instances.py": ("story",)}
 
 
 def server_url(kind: str) -> str:
@@ -56,13 +81,77 @@ def mysql_db(mysql_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def postgres_migrated(postgres_url: str) -> Iterator[MigratedDatabase]:
+    """A Postgres database of this session's, with the template's jobs tables migrated."""
+    database = MigratedDatabase(
+        postgres_url, "tables", lambda url: sources.migrate("postgres", url)
+    )
+    yield database
+    database.drop()
+
+
+@pytest.fixture(scope="session")
+def mysql_migrated(mysql_url: str) -> Iterator[MigratedDatabase]:
+    """A MariaDB/MySQL database of this session's, with the template's jobs tables migrated."""
+    database = MigratedDatabase(mysql_url, "tables", lambda url: sources.migrate("mysql", url))
+    yield database
+    database.drop()
+
+
+@pytest.fixture
+def postgres_tables(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of a Postgres database with the jobs tables migrated, and empty.
+
+    The session's, emptied for this test; a test marked ``own_database`` gets a
+    new one, dropped after it.
+    """
+    yield from _tables("postgres", request)
+
+
+@pytest.fixture
+def mysql_tables(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of a MariaDB/MySQL database with the jobs tables migrated, and empty.
+
+    The session's, emptied for this test; a test marked ``own_database`` gets a
+    new one, dropped after it.
+    """
+    yield from _tables("mysql", request)
+
+
+def _tables(db: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.node.get_closest_marker("own_database") is None:
+        migrated: MigratedDatabase = request.getfixturevalue(f"{db}_migrated")
+        yield migrated.empty()
+        return
+    with fresh_database(server_url(db), request.node.name) as url:
+        sources.migrate(db, url)
+        yield url
+
+
+@pytest.fixture(scope="session")
 def apps(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Installed]:
-    """The app rendered for a database and installed, once a session for each database."""
+    """The app rendered for a database and installed, once a run for each database.
+
+    Under pytest-xdist each worker is a session of its own: the first to need a
+    database's app installs it in the run's shared folder, under a lock, and the
+    others wait for it and use the same one (their tests only read its files).
+    """
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     installed: dict[str, Installed] = {}
 
     def app(db: str) -> Installed:
         if db not in installed:
-            installed[db] = install(db, tmp_path_factory.mktemp(f"app-{db}"))
+            with (shared / f"app-{db}.lock").open("w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+                folder = shared / f"app-{db}"
+                if (folder / "installed").exists():
+                    installed[db] = Installed(db, folder / APP, folder / "venv")
+                else:
+                    shutil.rmtree(folder, ignore_errors=True)  # a worker that failed halfway
+                    folder.mkdir()
+                    installed[db] = install(db, folder)
+                    (folder / "installed").touch()
         return installed[db]
 
     return app

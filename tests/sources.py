@@ -63,6 +63,23 @@ def _stored(name: str) -> ModuleType:
 STORES = "jobs_stores"
 
 
+def migrate(db: str, url: str) -> None:
+    """Run ``db``'s jobs migrations on the database at ``url``, each in a transaction of its own.
+
+    As ``./myapp migrate`` runs them (Alembic's operations), on ``db``'s Store's engine.
+    """
+    from alembic.migration import MigrationContext
+    from alembic.operations import Operations
+
+    engine = store(db).make_engine(url)
+    try:
+        for migration in migrations(db):
+            with engine.begin() as conn, Operations.context(MigrationContext.configure(conn)):
+                migration.upgrade()
+    finally:
+        engine.dispose()
+
+
 def migrations(db: str) -> list[ModuleType]:
     """The jobs tables' migrations of ``db``, in the order they run."""
     paths = sorted((ROOT / "template" / "_migrations" / db).glob("[0-9][0-9][0-9][0-9]_*.py"))
@@ -73,18 +90,20 @@ def migrations(db: str) -> list[ModuleType]:
 def engine_with_tables(
     request: pytest.FixtureRequest, db: str, folder: Path, *, tables: bool = True
 ) -> Iterator[sa.Engine]:
-    """An engine on a database of the test's own, through ``db``'s Store, with its tables.
+    """An engine on a database for the test, through ``db``'s Store, with its tables.
 
-    SQLite's is a file in ``folder``; the servers' the fixture ``<db>_db`` makes.
+    SQLite's is a file in ``folder``, made by ``SCHEMA``; a server's is the
+    session's migrated database, emptied (the fixture ``<db>_tables``), or
+    without ``tables`` an empty database of the test's own (``<db>_db``).
     """
+    module = store(db)
     if db == "sqlite":
         url = f"sqlite:///{folder / 'app.sqlite3'}"
     else:
-        url = request.getfixturevalue(f"{db}_db")
-    module = store(db)
+        url = request.getfixturevalue(f"{db}_tables" if tables else f"{db}_db")
     engine = module.make_engine(url)
     try:
-        if tables:
+        if tables and db == "sqlite":
             with engine.begin() as conn:
                 for statement in module.SCHEMA:
                     conn.exec_driver_sql(statement)

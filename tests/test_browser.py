@@ -29,6 +29,9 @@ from sqlalchemy.pool import NullPool
 from apps import APP, ROOT, Installed
 from dbfixtures import fresh_database
 
+# One worker installs Debian's chromium (apt takes one install at a time) and runs them all.
+pytestmark = pytest.mark.xdist_group("browser")
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path

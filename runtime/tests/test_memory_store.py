@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import jobq
-from jobq.testing import MemoryStore, StoreSuite
+from jobq.testing import MemoryStore, StoreSuite, StoreSuiteInBrief
+from jobq.testing._support import is_brief
 
 
 class TestMemoryStore(StoreSuite):
@@ -35,3 +36,46 @@ class TestMemoryStore(StoreSuite):
 def test_memory_store_has_every_extra_but_notify(extra: type) -> None:
     assert isinstance(MemoryStore(), extra)
     assert not isinstance(MemoryStore(), jobq.NotifyStore)
+
+
+class TestMemoryStoreInBrief(StoreSuiteInBrief):
+    @pytest.fixture
+    def store(self) -> MemoryStore:
+        return MemoryStore()
+
+
+def _families() -> list[type]:
+    return [family for family in StoreSuite.__mro__[1:] if family.__name__.endswith("Promises")]
+
+
+def test_the_brief_suite_runs_one_test_of_each_family_and_hides_the_rest() -> None:
+    families = _families()
+    assert len(families) == len(StoreSuite.__bases__)
+    for family in families:
+        tests = [name for name in vars(family) if name.startswith("test_")]
+        kept = [name for name in tests if callable(getattr(StoreSuiteInBrief, name))]
+        assert len(kept) == 1, f"{family.__name__} has {len(kept)} tests in brief: {kept}"
+    briefly = [n for n in dir(StoreSuiteInBrief) if callable(getattr(StoreSuiteInBrief, n, None))]
+    assert len([n for n in briefly if n.startswith("test_")]) == len(families)
+
+
+def test_the_brief_suite_collects_only_its_tests(pytester: pytest.Pytester) -> None:
+    # Warnings are errors: a hidden test must not be collected with a warning either.
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(
+        """
+        import pytest
+        from jobq.testing import MemoryStore, StoreSuiteInBrief
+
+        class TestBrief(StoreSuiteInBrief):
+            @pytest.fixture
+            def store(self):
+                return MemoryStore()
+        """
+    )
+    collected = pytester.runpytest("--collect-only", "-q", "-p", "no:cacheprovider", "-W", "error")
+    names = {line.split("::")[-1].split("[")[0] for line in collected.outlines if "::" in line}
+    assert names == {n for n in dir(StoreSuite) if is_brief(getattr(StoreSuite, n))}
+    assert len(names) == len(_families())
+    ran = pytester.runpytest("-q", "-p", "no:cacheprovider", "-W", "error")
+    assert ran.ret == 0, ran.outlines

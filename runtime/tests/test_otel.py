@@ -18,6 +18,9 @@ import jobq
 from jobq.otel import TraceCarrier, traced
 from jobq.testing import MemoryStore
 
+# A process sets its tracer provider once: these tests share one, in one worker.
+pytestmark = pytest.mark.xdist_group("otel")
+
 _exporter = InMemorySpanExporter()
 
 

@@ -12,8 +12,8 @@ The instance is the app's own (make_app: its store, its queue, its kinds), with
 kinds more whose handlers note each run, as it starts and as it ends, in a
 ``ran`` table of the same database (instance, kind, job ID, attempt, key,
 started and ended in ms, outcome; and settled, as the queue's observe is told
-the store kept the outcome; and the last line of the error the job began the
-attempt with):
+the store kept the outcome; the job's hold as the store had it at the start;
+and the last line of the error the job began the attempt with):
 
 - ``keyed``: unique and one at a time; its value is ``{"key": k}``;
 - ``limited``: no more than 2 at once on all instances;
@@ -54,9 +54,11 @@ if TYPE_CHECKING:
 WORKERS = 8
 
 STARTED = text(
-    "INSERT INTO ran (instance, kind, job, attempt, k, started, error_before)"
-    " VALUES (:instance, :kind, :job, :attempt, :k, :at, :error_before)"
+    "INSERT INTO ran (instance, kind, job, attempt, k, started, held, error_before)"
+    " VALUES (:instance, :kind, :job, :attempt, :k, :at, :held, :error_before)"
 )
+# The job's hold as its handler starts, by the store: the claim's, or a renewal's.
+HELD = text("SELECT held_until FROM jobs WHERE id = :id")
 ENDED = text(
     "UPDATE ran SET ended = :at, outcome = :outcome"
     " WHERE instance = :instance AND job = :job AND attempt = :attempt"
@@ -131,7 +133,8 @@ class Noted:
         before = (job.error or "").strip().splitlines()[-1:]
         started = {"kind": kind, "k": key, "at": _ms(), "error_before": "".join(before)[:200]}
         with self.engine.begin() as conn:
-            conn.execute(STARTED, {**ids, **started})
+            held = int(conn.execute(HELD, {"id": int(job.id)}).scalar_one())
+            conn.execute(STARTED, {**ids, **started, "held": held})
         time.sleep(work)  # the job's work: a handler's thread, busy
         with self.engine.begin() as conn:
             conn.execute(ENDED, {**ids, "at": _ms(), "outcome": "raised" if fails else "done"})

@@ -33,11 +33,8 @@ postgres = sources.store("postgres")
 
 
 @pytest.fixture
-def pg_engine(postgres_db: str) -> Iterator[sa.Engine]:
-    engine = postgres.make_engine(postgres_db)
-    with engine.begin() as conn:
-        for statement in postgres.SCHEMA:
-            conn.exec_driver_sql(statement)
+def pg_engine(postgres_tables: str) -> Iterator[sa.Engine]:
+    engine = postgres.make_engine(postgres_tables)
     yield engine
     engine.dispose()
 
@@ -254,6 +251,7 @@ def test_a_hold_back_racing_a_push_of_its_key_puts_the_job_back_once_with_the_ke
             conn.execute(sa.text("DELETE FROM jobs"))
 
 
+@pytest.mark.own_database  # it reads pg_stat_activity
 def test_a_hold_back_that_meets_a_push_of_its_key_committing_puts_the_job_back_without_it(
     pg_engine: sa.Engine,
 ) -> None:
@@ -367,6 +365,7 @@ def test_a_limited_job_due_first_is_claimed_before_the_jobs_with_no_limit(
 _SEVERAL = ["mail", "mail", "mail", "resize", "report"]
 
 
+@pytest.mark.own_database  # ANALYZE: the planner's statistics are its own
 @pytest.mark.parametrize(
     ("kinds", "held"),
     [(["mail"], False), (_SEVERAL, False), (_SEVERAL, True)],
@@ -441,6 +440,7 @@ def _literal(value: Any) -> str:
     return str(int(value))
 
 
+@pytest.mark.own_database  # ANALYZE: the planner's statistics are its own
 @pytest.mark.parametrize("plan", ["force_custom_plan", "force_generic_plan"])
 def test_a_batch_settle_and_a_renewal_read_their_jobs_by_key_however_many_are_held(
     pg_engine: sa.Engine, plan: str
@@ -539,6 +539,7 @@ def _listeners(engine: sa.Engine) -> int:
         )
 
 
+@pytest.mark.own_database  # it reads pg_stat_activity
 def test_a_push_from_another_instance_wakes_a_listening_queue_at_once(
     listening: threading.Event, pg_engine: sa.Engine
 ) -> None:
@@ -554,6 +555,7 @@ def test_a_push_from_another_instance_wakes_a_listening_queue_at_once(
         other.dispose()
 
 
+@pytest.mark.own_database  # it reads pg_stat_activity
 def test_a_push_in_the_apps_transaction_wakes_as_it_commits_and_not_before(
     listening: threading.Event, pg_engine: sa.Engine
 ) -> None:
@@ -569,6 +571,7 @@ def test_a_push_in_the_apps_transaction_wakes_as_it_commits_and_not_before(
     assert not listening.wait(0.3)
 
 
+@pytest.mark.own_database  # it reads pg_stat_activity
 def test_a_settle_of_a_limited_kind_wakes_the_queues_and_one_with_no_limit_does_not(
     listening: threading.Event, pg_engine: sa.Engine
 ) -> None:
@@ -584,6 +587,7 @@ def test_a_settle_of_a_limited_kind_wakes_the_queues_and_one_with_no_limit_does_
     assert listening.wait(WAKE)
 
 
+@pytest.mark.own_database  # it reads pg_stat_activity
 def test_a_listener_whose_connection_is_ended_connects_again_and_wakes_again(
     listening: threading.Event, pg_engine: sa.Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -604,6 +608,7 @@ def test_a_listener_whose_connection_is_ended_connects_again_and_wakes_again(
     assert listening.wait(WAKE)
 
 
+@pytest.mark.own_database  # it reads pg_stat_activity
 def test_stopping_a_listener_ends_its_thread_and_connection_at_once(pg_engine: sa.Engine) -> None:
     stop = postgres.Jobs(pg_engine).listen(lambda: None)
     _wait_for(lambda: _listeners(pg_engine) == 1)

@@ -17,7 +17,8 @@ made of one mixin a family, for a store that wants only some: StorePromises,
 FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
 LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
 HoldBackStorePromises, PauseStorePromises, BatchStorePromises,
-RenewStorePromises, CarryStorePromises and StatsStorePromises. Its times
+RenewStorePromises, CarryStorePromises and StatsStorePromises
+(``StoreSuiteInBrief`` runs one test of each, for a quick look). Its times
 are fixed, whole milliseconds, far from now, so that no store passes by
 reading its own clock; its concurrency tests race threads (``at_once``),
 claiming one job at a time and, for a BatchStore, with ``claim_many`` too.
@@ -58,7 +59,7 @@ from jobq.testing._renew import RenewStorePromises
 from jobq.testing._schedule import ScheduleStorePromises
 from jobq.testing._stats import StatsStorePromises
 from jobq.testing._store import StorePromises
-from jobq.testing._support import at_once
+from jobq.testing._support import at_once, is_brief
 from jobq.testing._transaction import InTransaction
 from jobq.testing._unique import UniqueStorePromises
 from jobq.testing.memory import MemoryStore
@@ -79,6 +80,7 @@ __all__ = [
     "StatsStorePromises",
     "StorePromises",
     "StoreSuite",
+    "StoreSuiteInBrief",
     "UniqueStorePromises",
     "at_once",
 ]
@@ -100,3 +102,21 @@ class StoreSuite(
     StatsStorePromises,
 ):
     """Every promise of the Store contract and its extras, for one store."""
+
+
+class StoreSuiteInBrief(StoreSuite):
+    """One test of each family of ``StoreSuite``, its most telling: a quick check of a store.
+
+    For a store whose SQL the whole suite checks elsewhere (an app's
+    ``jobs_db.py``, checked whole by jobq's own tests): it catches a statement
+    the app broke in a second, where the whole suite takes a minute or two on
+    a server. The tests it leaves out are not collected at all.
+    """
+
+
+# Each test the brief leaves out is hidden by a name that is no test (pytest
+# collects functions only), so the families' helpers and fixtures stay.
+for _name in dir(StoreSuite):
+    if _name.startswith("test_") and not is_brief(getattr(StoreSuite, _name)):
+        setattr(StoreSuiteInBrief, _name, None)
+del _name

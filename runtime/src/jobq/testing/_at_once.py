@@ -10,6 +10,7 @@ from jobq.testing._support import (
     LET_GO,
     at,
     at_once,
+    brief,
     claims_of,
     drain,
     job,
@@ -102,6 +103,7 @@ class AtOnceStorePromises:
         assert len(got) == len(set(got)) == 3, "the kind holds its at_once, no more"
 
     @CLAIMS
+    @brief
     def test_claims_and_settles_at_once_never_hold_more_than_at_once(
         self, store: Store, claims: str
     ) -> None:

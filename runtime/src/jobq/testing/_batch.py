@@ -16,7 +16,7 @@ from jobq.store import (
     PauseStore,
     Store,
 )
-from jobq.testing._support import FAR, HOLD, at, at_once, drain, job
+from jobq.testing._support import FAR, HOLD, at, at_once, brief, drain, job
 
 __all__ = ["BatchStorePromises"]
 
@@ -150,6 +150,7 @@ class BatchStorePromises:
         batch.settle_many(done=[], retry=[], fail=[])
         assert len(drain(store, at(0))) == 1
 
+    @brief
     def test_settle_many_leaves_a_reclaimed_job_alone_and_settles_the_others(
         self, store: Store
     ) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobq.store import CarryStore, FailedStore, LatestStore, Store, UniqueStore
-from jobq.testing._support import at, drain, job
+from jobq.testing._support import at, brief, drain, job
 
 __all__ = ["CarryStorePromises"]
 
@@ -31,6 +31,7 @@ class CarryStorePromises:
         assert first.carried == _CARRIED, "a claim gives back what the job carried"
         assert not second.carried, "a job that carried nothing carries nothing back"
 
+    @brief
     def test_a_job_keeps_what_it_carried_through_retries(self, store: Store) -> None:
         _carry_store(store)
         store.push(job(carried=dict(_CARRIED)))

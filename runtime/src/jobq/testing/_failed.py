@@ -6,7 +6,7 @@ import pytest
 
 from jobq.job import Job
 from jobq.store import FailedStore, Store
-from jobq.testing._support import FAR, HOLD, at, job
+from jobq.testing._support import FAR, HOLD, at, brief, job
 
 __all__ = ["FailedStorePromises"]
 
@@ -68,6 +68,7 @@ class FailedStorePromises:
         [listed] = failed.failed()
         assert (listed.attempts, listed.error) == (2, "second")
 
+    @brief
     def test_run_again_restarts_a_failed_job_from_its_first_attempt_at_the_given_time(
         self, store: Store
     ) -> None:

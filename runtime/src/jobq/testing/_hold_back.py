@@ -8,7 +8,7 @@ import pytest
 
 from jobq.job import Job
 from jobq.store import HoldBackStore, Store, UniqueStore
-from jobq.testing._support import at, at_once, drain, job
+from jobq.testing._support import at, at_once, brief, drain, job
 
 __all__ = ["HoldBackStorePromises"]
 
@@ -35,6 +35,7 @@ def _claimed(store: Store, pushed: Job, now: float = 0) -> Job:
 class HoldBackStorePromises:
     """Tests of HoldBackStore; a subclass provides a ``store`` fixture, fresh and empty."""
 
+    @brief
     def test_hold_back_puts_the_job_back_as_its_claim_found_it(self, store: Store) -> None:
         held = _hold_back_store(store)
         pushed = job(kind="newsletter", run_at=at(5))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobq.store import CarryStore, LatestStore, Store
-from jobq.testing._support import CLAIMS, at, at_once, claims_of, drain, job
+from jobq.testing._support import CLAIMS, at, at_once, brief, claims_of, drain, job
 
 __all__ = ["LatestStorePromises"]
 
@@ -50,6 +50,7 @@ class LatestStorePromises:
         assert claimed.id == first.id
         assert claimed.run_at == at(10)
 
+    @brief
     def test_moving_a_job_leaves_the_rest_of_it_as_it_was(self, store: Store) -> None:
         latest = _latest_store(store)
         first = job(

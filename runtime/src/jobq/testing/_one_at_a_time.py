@@ -11,6 +11,7 @@ from jobq.testing._support import (
     LET_GO,
     at,
     at_once,
+    brief,
     claims_of,
     drain,
     job,
@@ -154,6 +155,7 @@ class OneAtATimeStorePromises:
         assert got[0] in ids
 
     @CLAIMS
+    @brief
     def test_claims_and_settles_at_once_never_hold_two_jobs_of_one_key(
         self, store: Store, claims: str
     ) -> None:

@@ -7,7 +7,18 @@ import threading
 import pytest
 
 from jobq.store import HoldBackStore, PauseStore, Store
-from jobq.testing._support import CLAIMS, FAR, HOLD, at, at_once, claims_of, done_all, drain, job
+from jobq.testing._support import (
+    CLAIMS,
+    FAR,
+    HOLD,
+    at,
+    at_once,
+    brief,
+    claims_of,
+    done_all,
+    drain,
+    job,
+)
 
 __all__ = ["PauseStorePromises"]
 
@@ -21,6 +32,7 @@ def _pause_store(store: Store) -> PauseStore:
 class PauseStorePromises:
     """Tests of PauseStore; a subclass provides a ``store`` fixture, fresh and empty."""
 
+    @brief
     def test_no_job_of_a_paused_kind_is_claimed_until_it_is_resumed(self, store: Store) -> None:
         pauses = _pause_store(store)
         paused = job(kind="newsletter")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobq.store import HoldBackStore, RenewStore, Store
-from jobq.testing._support import FAR, HOLD, at, job
+from jobq.testing._support import FAR, HOLD, at, brief, job
 
 __all__ = ["RenewStorePromises"]
 
@@ -41,6 +41,7 @@ class RenewStorePromises:
             "renew leaves the claim's attempts as they were"
         )
 
+    @brief
     def test_renew_of_many_renews_each_job_its_claim_still_has(self, store: Store) -> None:
         renews = _renew_store(store)
         for n in range(3):

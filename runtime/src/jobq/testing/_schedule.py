@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobq.store import ScheduleStore, Store
-from jobq.testing._support import at, at_once, drain, job
+from jobq.testing._support import at, at_once, brief, drain, job
 
 __all__ = ["ScheduleStorePromises"]
 
@@ -47,6 +47,7 @@ class ScheduleStorePromises:
         assert schedules.push_scheduled("hourly", job(kind="hourly", run_at=at(60))) is True
         assert sorted(j.kind for j in drain(store, at(60))) == ["hourly", "nightly"]
 
+    @brief
     def test_of_many_pushes_of_one_run_at_once_exactly_one_wins(self, store: Store) -> None:
         schedules = _schedule_store(store)
         won = at_once(

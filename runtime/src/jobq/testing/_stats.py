@@ -6,7 +6,7 @@ import pytest
 
 from jobq.stats import KindStats
 from jobq.store import FailedStore, HoldBackStore, PauseStore, StatsStore, Store
-from jobq.testing._support import FAR, at, job
+from jobq.testing._support import FAR, at, brief, job
 
 __all__ = ["StatsStorePromises"]
 
@@ -38,6 +38,7 @@ class StatsStorePromises:
     def test_an_empty_store_lists_no_kind(self, store: Store) -> None:
         assert _stats_store(store).stats(at(0)) == []
 
+    @brief
     def test_each_kind_is_counted_apart_sorted_by_kind(self, store: Store) -> None:
         stats = _stats_store(store)
         for kind, seconds in [

@@ -15,6 +15,7 @@ from jobq.testing._support import (
     HOLD,
     at,
     at_once,
+    brief,
     claims_of,
     done_all,
     drain,
@@ -260,6 +261,7 @@ class StorePromises:
         _assert_still_held(store, new, f"settle_many({how}=...)")
 
     @CLAIMS
+    @brief
     def test_concurrent_claims_never_share_a_job(self, store: Store, claims: str) -> None:
         claim = claims_of(store, claims)
         n, threads = 120, 6
@@ -277,6 +279,27 @@ class StorePromises:
         shared = [id for id, count in Counter(got).items() if count > 1]
         assert shared == [], "of claims at once, no two get the same job"
         assert len(got) == n, "every job is claimed"
+
+    @CLAIMS
+    def test_each_of_claims_at_once_gets_its_jobs_while_enough_wait_unheld(
+        self, store: Store, claims: str
+    ) -> None:
+        # A claim that waited for another's lock and then found its job taken
+        # must take the next, not return short (FOR UPDATE without SKIP LOCKED).
+        most, threads, rounds = 3, 6, 15
+        claim = claims_of(store, claims, most)
+        per = most if claims == "claim_many" else 1
+        for i in range(per * threads * rounds):
+            store.push(job(payload=f'{{"n":{i}}}'))
+
+        def claimer(_: int) -> list[int]:
+            return [len(claim(at(1), at(600))) for _ in range(rounds)]
+
+        counts = [n for ns in at_once(threads, claimer) for n in ns]
+        assert counts == [per] * (threads * rounds), (
+            "a claim gets as many jobs as it asks while that many wait unheld,"
+            " whatever other claims hold at that moment"
+        )
 
     def test_concurrent_pushes_keep_every_job(self, store: Store) -> None:
         per, threads = 25, 6

@@ -49,6 +49,22 @@ def job(
 
 
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def brief(test: F) -> F:
+    """Mark the one test of its family that ``StoreSuiteInBrief`` runs.
+
+    The family's most telling test: the one that runs the most of its SQL, a
+    race where the family has one.
+    """
+    test.jobq_brief = True  # type: ignore[attr-defined]
+    return test
+
+
+def is_brief(test: object) -> bool:
+    """Whether ``test`` is its family's one test in brief."""
+    return getattr(test, "jobq_brief", False) is True
 
 
 def at_once(threads: int, work: Callable[[int], R]) -> list[R]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobq.store import CarryStore, ScheduleStore, Store, UniqueStore
-from jobq.testing._support import CLAIMS, FAR, HOLD, at, at_once, claims_of, drain, job
+from jobq.testing._support import CLAIMS, FAR, HOLD, at, at_once, brief, claims_of, drain, job
 
 __all__ = ["UniqueStorePromises"]
 
@@ -97,6 +97,7 @@ class UniqueStorePromises:
         assert unique.push_unique(job(kind="reindex", key="post-1")) is True
         assert len(drain(store, at(1))) == 1
 
+    @brief
     def test_of_many_pushes_of_one_key_at_once_exactly_one_pushes(self, store: Store) -> None:
         unique = _unique_store(store)
 
