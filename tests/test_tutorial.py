@@ -122,10 +122,10 @@ def test_the_tutorial_runs_as_written(tmp_path: Path, postgres_url: str) -> None
         assert "2 passed" in tests.stdout
 
         # 6. It fails, retries, and fails for good while the receiver is down.
-        written("JOBS_PAGE_PASSWORD=change-me ./myapp serve")
+        written("JOBS_PAGE_PASSWORD=change-me-to-a-secret ./myapp serve")
         receiver = free_port()
         log = tmp_path / "serve.log"
-        with serving(app, {**env, "JOBS_PAGE_PASSWORD": "change-me"}, log) as port:
+        with serving(app, {**env, "JOBS_PAGE_PASSWORD": "change-me-to-a-secret"}, log) as port:
             # The tutorial's IDs: job 1 is the nightly prune-jobs, pushed as the server starts.
             engine = sa.create_engine(url, poolclass=NullPool)
             try:
@@ -164,7 +164,7 @@ def test_the_tutorial_runs_as_written(tmp_path: Path, postgres_url: str) -> None
             assert "webhook, which failed at" in listed
             assert "signed-up" in listed
             page = urllib.request.Request(f"http://127.0.0.1:{port}/jobs/")
-            login = base64.b64encode(b"me:change-me").decode()
+            login = base64.b64encode(b"me:change-me-to-a-secret").decode()
             page.add_header("Authorization", f"Basic {login}")
             with urllib.request.urlopen(page, timeout=10) as response:
                 html = response.read().decode()

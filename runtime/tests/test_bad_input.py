@@ -1,6 +1,7 @@
 """Bad input the other test files do not cover: each refused or kept, in one line, losing nothing.
 
-The rest of the list, and where each is tested: a value that cannot be encoded
+Here: invalid UTF-8, NaN or infinity in a value, a value over VALUE_LIMIT. The
+rest of the list, and where each is tested: a value that cannot be encoded
 (test_kinds.py), a carried context over 4 KB (test_carry.py), a bad cron
 expression and an unknown zone (test_cron.py), a store without an extra a kind
 needs (test_limits.py), a naive time (test_kinds.py, test_schedule.py); a 10 MB
@@ -11,12 +12,15 @@ each SQL store (tests/stores/test_bad_values.py).
 from __future__ import annotations
 
 import logging
+import math
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 import jobq
 from jobq.testing import MemoryStore
+from jobq.value import VALUE_LIMIT
 
 
 @pytest.mark.parametrize(
@@ -42,6 +46,55 @@ def test_a_value_with_invalid_utf8_is_refused_at_the_push_in_one_line_and_pushes
     assert why in message.lower()
     assert "\n" not in message
     assert len(store) == 0
+
+
+@dataclass(frozen=True)
+class Reading:
+    at: float
+    samples: list[float]
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (Reading(at=math.nan, samples=[]), "nan at at has no JSON: give a finite number"),
+        (Reading(at=1.0, samples=[2.0, -math.inf]), "-inf at samples.1 has no JSON: give a finite"),
+    ],
+)
+def test_a_value_with_nan_or_infinity_is_refused_at_the_push_saying_where_in_one_line(
+    value: Reading, said: str
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+
+    @q.kind("reading")
+    async def reading(job: Reading) -> None: ...
+
+    with pytest.raises(jobq.ValueDoesNotFit) as refused:
+        reading.push(value)
+    message = str(refused.value)
+    assert message.startswith(f"kind 'reading' takes Reading, and {value!r} is not one: {said}")
+    assert "\n" not in message
+    assert "input_value" not in message
+    assert len(store) == 0
+
+
+def test_a_value_over_the_size_limit_is_refused_at_the_push_in_one_line() -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+
+    @q.kind("note")
+    async def note(job: str) -> None: ...
+
+    note.push("x" * (VALUE_LIMIT - 2))  # its JSON, quotes and all, is the limit: kept
+    with pytest.raises(jobq.ValueDoesNotFit) as refused:
+        note.push("x" * (VALUE_LIMIT - 1))
+    assert str(refused.value) == (
+        f"kind 'note': the value is {VALUE_LIMIT + 1} bytes of JSON, over the limit of "
+        f"{VALUE_LIMIT} (12 MiB): keep IDs in a job's value, and the records they name in the "
+        "app's tables"
+    )
+    assert len(store) == 1
 
 
 def test_a_stored_value_that_is_not_json_fails_for_good_in_one_line_kept_as_it_was(

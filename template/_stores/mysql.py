@@ -429,7 +429,14 @@ _DIALECT = create_engine("mysql+pymysql://", paramstyle="pyformat").dialect  # c
 _log = logging.getLogger("jobq")
 
 
-def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine:
+def make_engine(
+    url: str,
+    *,
+    busy_timeout: float = 5.0,
+    connect_timeout: float = 5.0,
+    read_timeout: float | None = 60.0,
+    **kwargs: Any,
+) -> Engine:
     """An engine for the app's MySQL or MariaDB database, through PyMySQL.
 
     Its connections read at READ COMMITTED: a claim then sees what other claims
@@ -438,6 +445,18 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
     hold up pushes until it ends. They speak utf8mb4, all of Unicode, and a
     statement waits up to ``busy_timeout`` seconds (whole, at least 1) for a row
     lock another transaction holds, then fails, rather than hang.
+
+    A server that takes the connection and never answers (a MySQL URL pointed
+    at another server's port, a server stuck) fails too, rather than hang: a
+    connection waits up to ``connect_timeout`` seconds for the TCP connection
+    and for each of the server's answers while it logs in, and then up to
+    ``read_timeout`` seconds for each answer to a statement (PyMySQL raises
+    "Lost connection to MySQL server during query (timed out)"; None waits for
+    ever, as ``migrate`` does, for a long ALTER). The default, 60 s, is twelve
+    times the longest lock wait, ``busy_timeout``'s 5 s, and far past the
+    store's longest statement (a claim or settle of a batch, a prune, which
+    take milliseconds on the tables' indexes): give more to run statements of
+    your own that take longer. It must be more than ``busy_timeout``.
 
     A connection goes back to the pool without the ROLLBACK that SQLAlchemy
     sends by default, unless the server says a transaction is still open on
@@ -458,13 +477,24 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
         )
     if "charset" not in parsed.query:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+    _check_timeouts(busy_timeout, connect_timeout, read_timeout)
     connect_args = dict(kwargs.pop("connect_args", {}))
     connect_args.setdefault(
         "init_command", f"SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(busy_timeout))}"
     )
+    # PyMySQL's connect_timeout bounds the TCP connection alone; its read timeout,
+    # every answer, the login's too. So the login reads under connect_timeout,
+    # and the statements under read_timeout, set as the login is done.
+    connect_args["connect_timeout"] = connect_timeout
+    connect_args["read_timeout"] = connect_args["write_timeout"] = connect_timeout
     kwargs.setdefault("isolation_level", "READ COMMITTED")
     kwargs.setdefault("pool_reset_on_return", None)
     engine = create_engine(parsed, connect_args=connect_args, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _statements_wait(dbapi_connection: Any, _: ConnectionPoolEntry) -> None:
+        # PyMySQL reads these at each read and write; it has no setter for them.
+        dbapi_connection._read_timeout = dbapi_connection._write_timeout = read_timeout
 
     @event.listens_for(engine, "reset")
     def _reset(dbapi_connection: Any, _: ConnectionPoolEntry, state: PoolResetState) -> None:
@@ -475,6 +505,20 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
             dbapi_connection.rollback()
 
     return engine
+
+
+def _check_timeouts(
+    busy_timeout: float, connect_timeout: float, read_timeout: float | None
+) -> None:
+    """ConfigError unless the timeouts are numbers of seconds that fit together."""
+    for name, value in (("busy_timeout", busy_timeout), ("connect_timeout", connect_timeout)):
+        if not 0 < value < math.inf:
+            raise jobq.ConfigError(f"{name} is {value!r}: give a number of seconds, more than 0")
+    if read_timeout is not None and not busy_timeout < read_timeout < math.inf:
+        raise jobq.ConfigError(
+            f"read_timeout is {read_timeout!r}: give a number of seconds, more than "
+            f"busy_timeout ({busy_timeout!r}), or None to wait for ever"
+        )
 
 
 class Jobs:

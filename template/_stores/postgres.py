@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import select
 import threading
@@ -543,7 +544,14 @@ _DIALECT = create_engine("postgresql+psycopg://").dialect  # connects to nothing
 _log = logging.getLogger("jobq")
 
 
-def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine:
+def make_engine(
+    url: str,
+    *,
+    busy_timeout: float = 5.0,
+    connect_timeout: float = 5.0,
+    read_timeout: float | None = 60.0,
+    **kwargs: Any,
+) -> Engine:
     """An engine for the app's Postgres database, through psycopg 3.
 
     A statement waits up to ``busy_timeout`` seconds for a row lock another
@@ -555,11 +563,31 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
     second pool of the same size whose connections are in autocommit, and
     which the store keeps checked out between its statements (jobs_pool.py):
     count both pools against the server's ``max_connections``.
+
+    A server that takes the connection and never answers (a Postgres URL
+    pointed at another server's port, a server stuck) fails too, rather than
+    hang: a connection waits up to ``connect_timeout`` seconds (whole, at
+    least 2: libpq's rule) to log in, for each address the host has
+    (localhost may have two), where psycopg would wait 130. Then a statement
+    runs for up to ``read_timeout`` seconds (``statement_timeout``, which the
+    server keeps), and the connection is dropped when what it sends stays
+    unacknowledged that long (``tcp_user_timeout``: the server's host is
+    gone); None for neither, as ``migrate`` does, for a long ALTER. The
+    default, 60 s, is twelve times the longest lock wait, ``busy_timeout``'s
+    5 s, and far past the store's longest statement (a claim or settle of a
+    batch, a prune, which take milliseconds on the tables' indexes): give
+    more to run statements of your own that take longer. It must be more than
+    ``busy_timeout``.
     """
+    _check_timeouts(busy_timeout, connect_timeout, read_timeout)
     connect_args = dict(kwargs.pop("connect_args", {}))
     # Set as the connection starts, in its startup packet: no round trip.
     options = f"-c lock_timeout={max(1, round(busy_timeout * 1000))}"
+    if read_timeout is not None:
+        options += f" -c statement_timeout={round(read_timeout * 1000)}"
+        connect_args.setdefault("tcp_user_timeout", round(read_timeout * 1000))
     connect_args["options"] = f"{connect_args.get('options', '')} {options}".strip()
+    connect_args.setdefault("connect_timeout", max(2, math.ceil(connect_timeout)))
     engine = create_engine(url, connect_args=connect_args, **kwargs)
     if engine.dialect.name != "postgresql" or engine.dialect.driver != "psycopg":
         raise jobq.ConfigError(
@@ -568,6 +596,20 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
             f"give a postgresql+psycopg:// URL"
         )
     return engine
+
+
+def _check_timeouts(
+    busy_timeout: float, connect_timeout: float, read_timeout: float | None
+) -> None:
+    """ConfigError unless the timeouts are numbers of seconds that fit together."""
+    for name, value in (("busy_timeout", busy_timeout), ("connect_timeout", connect_timeout)):
+        if not 0 < value < math.inf:
+            raise jobq.ConfigError(f"{name} is {value!r}: give a number of seconds, more than 0")
+    if read_timeout is not None and not busy_timeout < read_timeout < math.inf:
+        raise jobq.ConfigError(
+            f"read_timeout is {read_timeout!r}: give a number of seconds, more than "
+            f"busy_timeout ({busy_timeout!r}), or None to wait for ever"
+        )
 
 
 class Jobs:

@@ -578,8 +578,8 @@ class Jobs:
             return [rows.job(row) for row in sql.rows(_FAILED, {})]
 
     def run_again(self, id: str, at: datetime) -> bool:
-        if not id.isdecimal():
-            return False  # not an ID this table gives out, so not one of its jobs
+        if not id.isdecimal() or int(id) >= 2**63:
+            return False  # not an ID this table gives out (nor SQLite holds), so not its job's
         with self._write() as sql:
             return sql.count(_RUN_AGAIN, {"id": int(id), "run_at": rows.ms(at)}) > 0
 

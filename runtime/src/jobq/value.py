@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import inspect
+import math
 import typing
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 import pydantic
 import pydantic_core
 
 from jobq.errors import ConfigError, ValueDoesNotFit
 
-__all__ = ["Codec", "value_type"]
+__all__ = ["VALUE_LIMIT", "Codec", "value_type"]
 
 T = TypeVar("T")
+
+# Bytes of JSON a job's value may be: a value is IDs and small records, and past
+# this a database's packet limit (MariaDB's max_allowed_packet, 16 MiB by default)
+# would refuse the push as a lost connection. docs/security.md lists it.
+VALUE_LIMIT = 12 * 2**20
 
 
 def value_type(kind: str, handler: Callable[..., object]) -> Any:
@@ -68,7 +74,10 @@ class Codec(Generic[T]):
         serializes as the type without a warning and reads back as it.
         """
         if type(value) is self._exact:
-            return self._serializer.to_json(value).decode()
+            data = self._serializer.to_json(value)
+            if len(data) <= VALUE_LIMIT:
+                return data.decode()
+            return self._too_large(data)
         try:
             # Nearly every push's way, in 0.3 µs where _checked takes 1.2
             # (pydantic-core reads the string warnings="error" in 0.9 of them),
@@ -77,7 +86,16 @@ class Codec(Generic[T]):
             self._validator.validate_json(data, strict=True)
         except Exception:  # whatever went wrong, _checked decides, and says why
             data = self._checked(value)
+        if len(data) > VALUE_LIMIT:
+            self._too_large(data)
         return data.decode()
+
+    def _too_large(self, data: bytes) -> NoReturn:
+        raise ValueDoesNotFit(
+            f"kind {self.kind!r}: the value is {len(data)} bytes of JSON, over the limit of "
+            f"{VALUE_LIMIT} ({VALUE_LIMIT // 2**20} MiB): keep IDs in a job's value, and "
+            f"the records they name in the app's tables"
+        )
 
     def _checked(self, value: T) -> bytes:
         """``value``'s JSON, each part of it checked against the type as it is written."""
@@ -86,14 +104,56 @@ class Codec(Generic[T]):
             # What cannot come back (NaN kept as null, say) fails the push, not the job.
             self._validator.validate_json(data)
         except (pydantic.ValidationError, pydantic_core.PydanticSerializationError, TypeError) as e:
+            said = _one_line(e)
+            try:
+                at = _not_finite(self._adapter.dump_python(value, warnings=False))
+            except Exception:  # a value pydantic cannot even walk: its first error says why
+                at = None
+            if at is not None:  # pydantic writes NaN and infinity as null, which reads back wrong
+                said = (
+                    f"{at[1]!r}{' at ' + at[0] if at[0] else ''} has no JSON: give a finite number"
+                )
             raise ValueDoesNotFit(
-                f"kind {self.kind!r} takes {_name(self.type)}, and {value!r} is not one: {e}"
+                f"kind {self.kind!r} takes {_name(self.type)}, and {_short(value)} is not one: "
+                f"{said}"
             ) from e
         return data
 
     def decode(self, payload: str) -> T:
         """The value from its JSON; pydantic's ValidationError when it does not fit."""
         return self._validator.validate_json(payload)  # type: ignore[no-any-return]
+
+
+def _one_line(error: Exception) -> str:
+    """A validation error's first problem, or another error's message, as one line."""
+    if isinstance(error, pydantic.ValidationError):
+        problems = error.errors(include_url=False, include_input=False)
+        if problems:
+            first = problems[0]
+            at = ".".join(str(part) for part in first["loc"])
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            return f"{at + ': ' if at else ''}{first['msg']}{more}"
+    return " ".join(str(error).split())
+
+
+def _not_finite(data: object, at: str = "") -> tuple[str, float] | None:
+    """Where a float in ``data`` (a value as plain Python) is NaN or infinite, and that float."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return at, data
+    items: Any = data.items() if isinstance(data, dict) else None
+    if items is None and isinstance(data, list | tuple | set | frozenset):
+        items = enumerate(data)
+    for key, part in items or ():
+        found = _not_finite(part, f"{at}.{key}" if at else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def _short(value: object, most: int = 200) -> str:
+    """``value``'s repr, cut to ``most`` characters: a message names a large value."""
+    shown = repr(value)
+    return shown if len(shown) <= most else f"{shown[: most - 5]}...{shown[-2:]}"
 
 
 def _name(type_: Any) -> str:

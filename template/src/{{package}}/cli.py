@@ -23,9 +23,9 @@ from sqlalchemy.engine import make_url
 from . import settings, web
 from .app import make_app
 from .kinds import KEEP_FAILED
-from .migrate import Unmigrated, check, current_at
-from .migrate import migrate as run_migrations
+from .migrate import Unmigrated, check, upgrade
 from .request_id import RequestIdFilter
+from .shown import visible
 from .web import QueueDied
 
 if TYPE_CHECKING:
@@ -97,13 +97,19 @@ _DRIVER_SAYS = [
     ),
     (
         r"connection refused|can't connect|could not translate host|unknown mysql server host"
-        r"|name or service not known|timeout expired",
+        r"|name or service not known|timeout expired|\(timed out\)",
         "no database server answers where DATABASE_URL points: start it, or fix its host and port",
     ),
     (
+        r"attempt to write a readonly database",
+        "the SQLite file that DATABASE_URL names is read-only to this user: let it write "
+        "to the file and to its folder (SQLite keeps its -wal and -shm files beside it); "
+        f"./{NAME} jobs still lists the failed jobs",
+    ),
+    (
         r"unable to open database file",
-        "the SQLite file that DATABASE_URL names cannot be opened: make its folder, "
-        "or fix the path",
+        "the SQLite file that DATABASE_URL names cannot be opened: check that its folder "
+        "exists, and that this user may read and write the file and its folder",
     ),
 ]
 
@@ -163,7 +169,7 @@ def _log_lines(level: int) -> None:
 @cli.command()
 def serve(
     host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option(help="The port to listen on (0: any free one).")] = 8000,
 ) -> None:
     """Serve the web app on DATABASE_URL's database, with QUEUE_WORKERS running jobs beside it.
 
@@ -172,6 +178,8 @@ def serve(
     tables; if the queue dies while the server serves, the server stops and
     exits with status 1.
     """
+    if not 0 <= port <= 65535:
+        _exit(f"--port {port} is not a port: give 0 to 65535 (0 for any free one)")
     _log_lines(logging.INFO)
     with clear_errors():
         app = make_app()
@@ -183,10 +191,8 @@ def serve(
 def migrate() -> None:
     """Make or update the tables of DATABASE_URL's database (alembic upgrade heads)."""
     with clear_errors():
-        url = settings.database_url()
-        before = current_at(url)
-        heads = run_migrations(url)
-    where, at = make_url(url).render_as_string(hide_password=True), ", ".join(heads)
+        before, heads = upgrade(settings.database_url())
+    where, at = _where(), ", ".join(heads)
     if not before:
         typer.echo(f"Created the tables in {where}; it is up to date: {at}.")
     elif before != heads:
@@ -222,7 +228,7 @@ def jobs(
         typer.echo(f"\nPaused, on every instance ({NAME} jobs resume <kind> lets one run again):")
         width = max(len(kind) for kind in paused)
         for kind, until in sorted(paused.items()):
-            typer.echo(f"  {kind:<{width}}  until {_until(until)}")
+            typer.echo(f"  {visible(kind):<{width}}  until {_until(until)}")
 
 
 def _list_failed(failed: list[jobq.Job]) -> None:
@@ -236,14 +242,15 @@ def _list_failed(failed: list[jobq.Job]) -> None:
     for job in failed:
         at = job.failed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if job.failed_at else "?"
         attempts = "1 attempt" if job.attempts == 1 else f"{job.attempts} attempts"
-        typer.echo(f"  {job.id:>4}  {job.kind}, which failed at {at} after {attempts}")
-        typer.echo(f"        {job.payload}")
+        # What a job keeps came from a handler or a caller: shown with control characters escaped.
+        typer.echo(f"  {job.id:>4}  {visible(job.kind)}, which failed at {at} after {attempts}")
+        typer.echo(f"        {visible(job.payload)}")
         if job.key:
-            typer.echo(f"        key: {job.key}")
+            typer.echo(f"        key: {visible(job.key)}")
         request_id = (job.carried or {}).get("request_id")
         if request_id:
-            typer.echo(f"        pushed by request {request_id}")
-        for line in (job.error or "(no error kept)").splitlines():
+            typer.echo(f"        pushed by request {visible(request_id)}")
+        for line in visible(job.error or "(no error kept)", lines=True).split("\n"):
             typer.echo(f"        {line}")
         typer.echo()
     typer.echo(f"{NAME} jobs retry <id> runs one again, and {NAME} jobs retry all runs them all.")
@@ -276,12 +283,15 @@ def prune() -> None:
     typer.echo(f"Deleted {_count(pruned)} that failed before {before:%Y-%m-%d %H:%M} UTC.")
 
 
+LONGEST_WAIT = 100 * 365 * 86400.0  # seconds: --in's most, well inside what a datetime holds
+
+
 @jobs_cli.command()
 def push(
     kind: Annotated[str, typer.Argument(help="The kind's name, such as welcome-mail.")],
     value: Annotated[str, typer.Argument(help="The job's value, as JSON.")] = "{}",
     after: Annotated[
-        float, typer.Option("--in", help="Seconds from now until the job is due.", min=0)
+        float, typer.Option("--in", help="Seconds from now until the job is due.")
     ] = 0.0,
 ) -> None:
     """Push a job of one of the app's kinds, as the app's code would.
@@ -290,6 +300,11 @@ def push(
     another JSON type ("7" for a number), is refused rather than dropped or
     converted, since a typo would otherwise push a job unlike the one meant.
     """
+    if not 0 <= after <= LONGEST_WAIT:  # NaN too
+        _exit(
+            f"--in {after} is not a wait the app can keep: give 0 to {LONGEST_WAIT:.0f} "
+            f"seconds (a hundred years)"
+        )
     with _app() as app:
         found = app.queue.kinds.get(kind)
         if found is None:
@@ -465,10 +480,15 @@ def _count(n: int) -> str:
 
 
 def _as_dict(job: jobq.Job) -> dict[str, Any]:
+    try:
+        value, not_json = json.loads(job.payload), {}
+    except ValueError:  # kept so by a hand or an old version: null, and its text beside
+        value, not_json = None, {"not_json": job.payload}
     return {
         "id": job.id,
         "kind": job.kind,
-        "value": json.loads(job.payload),
+        "value": value,
+        **not_json,
         "attempts": job.attempts,
         "failed_at": job.failed_at.isoformat() if job.failed_at else None,
         "error": job.error,

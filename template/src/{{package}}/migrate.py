@@ -38,9 +38,20 @@ def heads() -> list[str]:
 
 def migrate(url: str) -> list[str]:
     """Upgrade the database at ``url`` to every head; return the heads, sorted."""
+    return upgrade(url)[1]
+
+
+def upgrade(url: str) -> tuple[list[str], list[str]]:
+    """``migrate``, and say from where: the heads the database was at, and the heads, sorted.
+
+    Where it was is read as the migrations begin, under their lock on Postgres
+    and MySQL (migrations/env.py): of two at once, the second finds the tables
+    the first made, and says it had nothing to do.
+    """
     cfg = config(url)
     command.upgrade(cfg, "heads")
-    return sorted(ScriptDirectory.from_config(cfg).get_heads())
+    before: list[str] = cfg.attributes.get("before", [])
+    return before, sorted(ScriptDirectory.from_config(cfg).get_heads())
 
 
 def current(engine: Engine) -> list[str]:

@@ -15,6 +15,8 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,8 +32,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from . import settings
+from .shown import visible
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -61,7 +66,7 @@ _templates = jinja2.Environment(
 )
 
 
-def make_page(app: App, password: str | None) -> ASGIApp:
+def make_page(app: App, password: str | None, guesses: _Guesses | None = None) -> ASGIApp:
     """The page, to mount under /jobs; with no password, a page that says how to turn it on."""
     if not password:
         return _off
@@ -74,7 +79,7 @@ def make_page(app: App, password: str | None) -> ASGIApp:
         Route("/resume", page.resume, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static" / "jobs")),
     ]
-    return _Guarded(Starlette(routes=routes), password)
+    return _Guarded(Starlette(routes=routes), password, guesses)
 
 
 async def _off(scope: Scope, receive: Receive, send: Send) -> None:
@@ -86,12 +91,46 @@ async def _off(scope: Scope, receive: Receive, send: Send) -> None:
     await response(scope, receive, send)
 
 
+class _Guesses:
+    """Wrong passwords by client address: past FREE of them, a client waits before its next try.
+
+    The wait doubles with each wrong guess past FREE, up to LONGEST seconds, and
+    ends with a right one; while it lasts, every try of that client is answered
+    429 unchecked, so a guesser gets a few tries a minute. ``clock`` is
+    time.monotonic, or a test's.
+    """
+
+    FREE = 5  # wrong guesses a client may make at once, as a person mistyping does
+    LONGEST = 60.0  # seconds
+    KEPT = 10_000  # clients remembered: the oldest is forgotten past it
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._wrong: dict[str, tuple[int, float]] = {}  # address: (wrong guesses, wait until)
+
+    def wait(self, client: str) -> float:
+        """Seconds ``client`` must wait before its next try: 0 for none."""
+        _, until = self._wrong.get(client, (0, 0.0))
+        return max(0.0, until - self.clock())
+
+    def wrong(self, client: str) -> None:
+        count = self._wrong.pop(client, (0, 0.0))[0] + 1
+        wait = 0.0 if count < self.FREE else min(self.LONGEST, 2.0 ** (count - self.FREE))
+        self._wrong[client] = (count, self.clock() + wait)
+        if len(self._wrong) > self.KEPT:
+            del self._wrong[next(iter(self._wrong))]  # dicts keep order: the oldest wrong guess
+
+    def right(self, client: str) -> None:
+        self._wrong.pop(client, None)
+
+
 class _Guarded:
     """Lets through requests that carry the password; adds the page's headers to every response."""
 
-    def __init__(self, app: ASGIApp, password: str) -> None:
+    def __init__(self, app: ASGIApp, password: str, guesses: _Guesses | None = None) -> None:
         self.app = app
         self.password = password.encode()
+        self.guesses = guesses or _Guesses()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,9 +145,23 @@ class _Guarded:
                 ]
             await send(message)
 
-        if self._allowed(dict(scope["headers"]).get(b"authorization", b"")):
+        client = (scope.get("client") or ("?", 0))[0]
+        wait = self.guesses.wait(client)
+        if wait:
+            slow_down = PlainTextResponse(
+                f"Too many wrong passwords from {client}: try again in {math.ceil(wait)} s.\n",
+                status_code=429,
+                headers={"Retry-After": str(math.ceil(wait))},
+            )
+            await slow_down(scope, receive, with_headers)
+            return
+        authorization = dict(scope["headers"]).get(b"authorization", b"")
+        if self._allowed(authorization):
+            self.guesses.right(client)
             await self.app(scope, receive, with_headers)
             return
+        if authorization:  # a guess: a request with none is a browser asking for the password
+            self.guesses.wrong(client)
         refused = PlainTextResponse(
             "The jobs page needs its password (JOBS_PAGE_PASSWORD), with any user name.\n",
             status_code=401,
@@ -143,25 +196,32 @@ class _Shown:
 
     @classmethod
     def of(cls, job: jobq.Job) -> _Shown:
-        carried = job.carried or {}
+        # Jinja escapes markup; control characters and bidirectional overrides it leaves.
+        carried = {visible(k): visible(v) for k, v in (job.carried or {}).items()}
         return cls(
             id=job.id,
-            kind=job.kind,
+            kind=visible(job.kind),
             value=job.payload,
-            error=job.error or "",
+            error=visible(job.error or "", lines=True),
             attempts=job.attempts,
             failed_at=job.failed_at,
             request_id=carried.get("request_id"),
-            key=job.key,
+            key=visible(job.key),
             carried=carried,
         )
 
     @property
+    def shown_value(self) -> str:
+        """The value's JSON as it was kept, control characters escaped."""
+        return visible(self.value)
+
+    @property
     def pretty_value(self) -> str:
         try:
-            return json.dumps(json.loads(self.value), indent=2, ensure_ascii=False)
+            pretty = json.dumps(json.loads(self.value), indent=2, ensure_ascii=False)
         except ValueError:
-            return self.value
+            return visible(self.value, lines=True)
+        return visible(pretty, lines=True)
 
 
 class _Page:
@@ -198,10 +258,15 @@ class _Page:
             pausable=sorted(self.app.queue.kinds),
             now=now,
             ran=_number(request.query_params.get("ran")),
-            # What the last action did, as its redirect says (names only: no free text to spoof).
-            just_paused=request.query_params.get("paused", ""),
-            just_resumed=request.query_params.get("resumed", ""),
+            # What the last action did, as its redirect says: the app's kinds' names only, so a
+            # link of someone else's cannot make the banner say a text of theirs.
+            just_paused=self._kind(request.query_params.get("paused", "")),
+            just_resumed=self._kind(request.query_params.get("resumed", "")),
         )
+
+    def _kind(self, name: str) -> str:
+        """``name`` if it is one of the app's kinds, or ""."""
+        return name if name in self.app.queue.kinds else ""
 
     async def job(self, request: Request) -> Response:
         """One failed job, with its whole value and error."""
@@ -213,8 +278,8 @@ class _Page:
                 request,
                 "gone.html",
                 status_code=404,
-                title=f"Job {id}",
-                id=id,
+                title=f"Job {visible(id)}",
+                id=visible(id),
             )
         return self._render(request, "job.html", title=f"Job {id}", job=_Shown.of(found))
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import logging
 from typing import TYPE_CHECKING
 
+import jobq
+from sqlalchemy import exc
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, PlainTextResponse
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from .app import App
+
+log = logging.getLogger(__name__)
 
 
 class QueueDied(Exception):
@@ -62,6 +67,29 @@ def serve(app: App, host: str = "127.0.0.1", port: int = 8000) -> None:
             f"the job queue stopped with an error, and the server with it: "
             f"{type(error).__name__}: {error} (its traceback is in the log above)"
         ) from error
+
+
+# What a request meets when the database is down or locked past the busy timeout:
+# the request may be tried again as it is, so it answers 503, not a 500.
+DATABASE_DOWN: tuple[type[Exception], ...] = (
+    exc.OperationalError,
+    exc.InterfaceError,
+    exc.TimeoutError,  # the pool's: no connection came free in time
+    jobq.StoreUnavailable,
+    jobq.StoreLocked,
+)
+
+
+async def _database_down(request: Request, error: Exception) -> Response:
+    """503 with one line, and one line in the log: the database failed, not the request."""
+    said = " ".join(str(error).split("\n", 1)[0].split())
+    path, kind = request.url.path, type(error).__name__
+    log.error('a request found the database down path=%s err="%s: %s"', path, kind, said)
+    return JSONResponse(
+        {"error": "the database cannot be reached: try again shortly"},
+        status_code=503,
+        headers={"Retry-After": "5"},
+    )
 
 
 def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = None) -> Starlette:
@@ -131,6 +159,7 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
         return PlainTextResponse(body, media_type=app.metrics.content_type)
 
     asgi = Starlette(
+        exception_handlers={error: _database_down for error in DATABASE_DOWN},
         routes=[
             Route("/", home),
             Route("/welcome", welcome, methods=["POST"]),
