@@ -32,8 +32,8 @@ class TestInTransactionAroundMemoryStore(StoreSuite):
 class _DropsDone(MemoryStore):
     """A store whose bound done() writes nothing, as one that forgot its transaction would."""
 
-    def done(self, job: Job) -> None:
-        pass
+    def done(self, job: Job) -> bool:
+        return True  # says it kept it
 
 
 def test_a_bound_store_that_drops_a_settle_fails_the_suite() -> None:
@@ -53,14 +53,14 @@ class _OnlyAStore:
     def claim(self, now: datetime, until: datetime) -> Job | None:
         return self._memory.claim(now, until)
 
-    def done(self, job: Job) -> None:
-        self._memory.done(job)
+    def done(self, job: Job) -> bool:
+        return self._memory.done(job)
 
-    def retry(self, job: Job) -> None:
-        self._memory.retry(job)
+    def retry(self, job: Job) -> bool:
+        return self._memory.retry(job)
 
-    def fail(self, job: Job) -> None:
-        self._memory.fail(job)
+    def fail(self, job: Job) -> bool:
+        return self._memory.fail(job)
 
 
 _EXTRAS = [

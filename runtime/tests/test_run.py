@@ -68,14 +68,14 @@ class Outage:
             raise jobq.StoreUnavailable("connection refused")
         return self.store.claim(now, until)
 
-    def done(self, job: jobq.Job) -> None:
-        self.store.done(job)
+    def done(self, job: jobq.Job) -> bool:
+        return self.store.done(job)
 
-    def retry(self, job: jobq.Job) -> None:
-        self.store.retry(job)
+    def retry(self, job: jobq.Job) -> bool:
+        return self.store.retry(job)
 
-    def fail(self, job: jobq.Job) -> None:
-        self.store.fail(job)
+    def fail(self, job: jobq.Job) -> bool:
+        return self.store.fail(job)
 
 
 def _signal() -> tuple[asyncio.Event, Callable[..., Any]]:

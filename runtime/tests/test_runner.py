@@ -142,9 +142,9 @@ class SlowToKeep(MemoryStore):
         done: Sequence[jobq.Job] = (),
         retry: Sequence[jobq.Job] = (),
         fail: Sequence[jobq.Job] = (),
-    ) -> None:
+    ) -> list[str]:
         time.sleep(0.3)
-        super().settle_many(done, retry, fail)
+        return super().settle_many(done, retry, fail)
 
 
 async def test_a_stopped_queue_returns_once_the_store_kept_what_its_jobs_came_to() -> None:
@@ -351,3 +351,34 @@ async def test_a_settle_callback_that_raises_is_logged_and_the_others_are_still_
         'a settle\'s callback failed err="a bug in the first callback"'
     ]
     assert store.claim(now + timedelta(hours=1), now + timedelta(hours=2)) is None, "all done"
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["settle_many", "one a call"])
+@pytest.mark.parametrize("fails", [False, True], ids=["done", "failed"])
+async def test_a_run_whose_settle_a_later_claim_dropped_is_not_observed_nor_told_to_on_fail(
+    store: MemoryStore, batched: bool, fails: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[jobq.Ran] = []
+    told: list[int] = []
+    q = jobq.Queue(store if batched else OneAtATime(store), observe=seen.append)
+
+    def note(job: int, error: BaseException) -> None:
+        told.append(job)
+
+    @q.kind("charge", attempts=1, on_fail=note)
+    async def charge(job: int) -> None:
+        # The instance stalled past the hold as this ran: another claim has the job now.
+        later = datetime.now(UTC) + timedelta(hours=1)
+        assert store.claim(later, later + timedelta(minutes=5)) is not None
+        if fails:
+            raise jobq.Permanent("the card was refused")
+
+    charge.push(7)
+    with caplog.at_level(logging.DEBUG, logger="jobq"):
+        assert await q.adrain() == 1
+    assert seen == [], "observe is told only of what the store kept"
+    assert told == [], "on_fail is told only of a failure the store kept"
+    how = "fail" if fails else "done"
+    [stale] = [r for r in caplog.records if f"a stale {how} was not kept" in r.getMessage()]
+    assert stale.levelno == logging.DEBUG
+    assert not [r for r in caplog.records if "failed for good" in r.getMessage()]

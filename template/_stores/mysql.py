@@ -284,6 +284,28 @@ _FAIL_MANY = text(
     """
 )
 
+# Neither server has RETURNING on a DELETE or UPDATE, so a batch learns which
+# jobs it settled from its count: all of them when it is the batch's size (no
+# more round trips in the common case), none when it is 0. Only when a fence
+# dropped some but not all does it read back which: a done job is gone, a
+# retried or failed one is no longer held, with the settle's attempts. That
+# read comes after the write, so when it finds more or fewer than the count (a
+# done job that a later claim had finished already, a retried one claimed again
+# since), which were kept is not known, and none is told as kept.
+_STILL_KEPT = text("SELECT id FROM jobs WHERE id IN :ids")
+_PUT_BACK_NOW = text(
+    """
+    SELECT id FROM jobs
+    WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NULL
+    """
+)
+_FAILED_NOW = text(
+    """
+    SELECT id FROM jobs
+    WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NOT NULL
+    """
+)
+
 # A renewal changes only jobs that their claims still hold: not done, failed,
 # put back (held_until 0) nor taken by a later claim (attempts). Then it reads
 # which it renewed, as there is no RETURNING. By key, as the settles.
@@ -514,17 +536,17 @@ class Jobs:
         claimed = self.claim_many(now, until, 1)
         return claimed[0] if claimed else None
 
-    def done(self, job: Job) -> None:
-        self._run(lambda sql: sql.count(_DONE, rows.fence(job)), alone=True)
+    def done(self, job: Job) -> bool:
+        return self._run(lambda sql: sql.count(_DONE, rows.fence(job)), alone=True) > 0
 
-    def retry(self, job: Job) -> None:
+    def retry(self, job: Job) -> bool:
         params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": job.error}
-        self._run(lambda sql: sql.count(_RETRY, params), alone=True)
+        return self._run(lambda sql: sql.count(_RETRY, params), alone=True) > 0
 
-    def fail(self, job: Job) -> None:
+    def fail(self, job: Job) -> bool:
         job.failed_at = job.failed_at or datetime.now(UTC)
         params = {**rows.fence(job), "failed_at": rows.ms(job.failed_at), "error": job.error}
-        self._run(lambda sql: sql.count(_FAIL, params), alone=True)
+        return self._run(lambda sql: sql.count(_FAIL, params), alone=True) > 0
 
     # FailedStore
 
@@ -680,24 +702,39 @@ class Jobs:
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> None:
+    ) -> list[str]:
         if not (done or retry or fail):
-            return
+            return []
         stamped = datetime.now(UTC)
         for job in fail:
             job.failed_at = job.failed_at or stamped
 
-        def work(sql: _Statements) -> None:
+        def work(sql: _Statements) -> list[str]:
+            kept: list[str] = []
             if done:
-                sql.count(_DONE_MANY, _fences(done))
-            if retry:
-                sql.count(_RETRY_MANY, _settles(retry, [j.run_at for j in retry]))
-            if fail:
-                sql.count(_FAIL_MANY, _settles(fail, [j.failed_at or stamped for j in fail]))
+                fences = _fences(done)
+                count = sql.count(_DONE_MANY, fences)
+                if count == len(done):
+                    kept += (job.id for job in done)
+                elif count:
+                    left = {str(id) for (id,) in sql.rows(_STILL_KEPT, fences)}
+                    kept += _exactly(count, [job.id for job in done if job.id not in left])
+            for jobs, settle, check, times in (
+                (retry, _RETRY_MANY, _PUT_BACK_NOW, [j.run_at for j in retry]),
+                (fail, _FAIL_MANY, _FAILED_NOW, [j.failed_at or stamped for j in fail]),
+            ):
+                if not jobs:
+                    continue
+                count = sql.count(settle, _settles(jobs, times))
+                if count == len(jobs):
+                    kept += (job.id for job in jobs)
+                elif count:
+                    kept += _exactly(count, [str(id) for (id,) in sql.rows(check, _fences(jobs))])
+            return kept
 
         # Each statement alone: each is fenced, so one that is kept while a later
         # one fails is a settle done, and running them all again changes nothing.
-        self._run(work, alone=True)
+        return self._run(work, alone=True)
 
     # RenewStore
 
@@ -895,6 +932,12 @@ def _push_unique(sql: _Statements, params: Mapping[str, Any]) -> tuple[int, bool
         if found:
             return int(found[0][0]), False
     raise jobq.StoreLocked("a unique push met other pushes and claims of its key: push it again")
+
+
+def _exactly(count: int, found: list[str]) -> list[str]:
+    """The IDs read back after a settle that kept ``count`` of its batch, when they are that
+    many; none when they are not (which were kept is then not known: none is told as kept)."""
+    return found if len(found) == count else []
 
 
 def _fences(jobs: Sequence[Job]) -> dict[str, Any]:

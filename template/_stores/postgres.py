@@ -405,35 +405,36 @@ def _fenced(ids: str, attempts: str) -> str:
     )
 
 
-# One statement for all three; a limited kind's settle notifies, so a claim of
-# that kind waiting on another instance tries again at once.
+# One statement for all three, returning the IDs it settled (what was kept), and
+# a NULL for each limited kind it notified: a limited kind's settle notifies, so
+# a claim of that kind waiting on another instance tries again at once.
 _SETTLE = text(
     f"""
     WITH done AS (
         DELETE FROM jobs WHERE {_fenced("done_ids", "done_attempts")}
-        RETURNING jobs.kind, jobs.alone_key, jobs.at_once
+        RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
     ),
     retried AS (
         UPDATE jobs SET held_until = 0,
             run_at = {_given("retry_run_at", "bigint[]", "retry_ids")},
             error = {_given("retry_errors", "text[]", "retry_ids")}
         WHERE {_fenced("retry_ids", "retry_attempts")}
-        RETURNING jobs.kind, jobs.alone_key, jobs.at_once
+        RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
     ),
     failed AS (
         UPDATE jobs SET held_until = 0,
             failed_at = {_given("fail_at", "bigint[]", "fail_ids")},
             error = {_given("fail_errors", "text[]", "fail_ids")}
         WHERE {_fenced("fail_ids", "fail_attempts")}
-        RETURNING jobs.kind, jobs.alone_key, jobs.at_once
+        RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
     ),
-    limited AS (
-        SELECT DISTINCT kind FROM (
-            SELECT * FROM done UNION ALL SELECT * FROM retried UNION ALL SELECT * FROM failed
-        ) AS settled
-        WHERE {_LIMITED}
-    )
-    SELECT count(*) FROM limited, pg_notify('{_CHANNEL}', limited.kind)
+    settled AS (
+        SELECT * FROM done UNION ALL SELECT * FROM retried UNION ALL SELECT * FROM failed
+    ),
+    limited AS (SELECT DISTINCT kind FROM settled WHERE {_LIMITED})
+    SELECT id FROM settled
+    UNION ALL
+    SELECT NULL FROM limited, pg_notify('{_CHANNEL}', limited.kind)
     """
 )
 
@@ -602,14 +603,14 @@ class Jobs:
         claimed = self.claim_many(now, until, 1)
         return claimed[0] if claimed else None
 
-    def done(self, job: Job) -> None:
-        self.settle_many(done=(job,))
+    def done(self, job: Job) -> bool:
+        return bool(self.settle_many(done=(job,)))
 
-    def retry(self, job: Job) -> None:
-        self.settle_many(retry=(job,))
+    def retry(self, job: Job) -> bool:
+        return bool(self.settle_many(retry=(job,)))
 
-    def fail(self, job: Job) -> None:
-        self.settle_many(fail=(job,))
+    def fail(self, job: Job) -> bool:
+        return bool(self.settle_many(fail=(job,)))
 
     # BatchStore
 
@@ -646,13 +647,14 @@ class Jobs:
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> None:
+    ) -> list[str]:
         if not (done or retry or fail):
-            return
+            return []
         for job in fail:
             job.failed_at = job.failed_at or datetime.now(UTC)
         params = _settles(done, retry, fail)
-        self._run(lambda sql: sql.rows(_SETTLE, params))
+        found = self._run(lambda sql: sql.rows(_SETTLE, params))
+        return [str(id) for (id,) in found if id is not None]
 
     # RenewStore
 

@@ -274,7 +274,9 @@ _DONE_AT_MOST = 256
 @cache
 def _done_many(n: int) -> TextClause:
     terms = " OR ".join(f"(id = :id{i} AND attempts = :attempts{i})" for i in range(n))
-    return text(f"DELETE FROM jobs WHERE ({terms}) AND failed_at IS NULL AND held_until > 0")
+    return text(
+        f"DELETE FROM jobs WHERE ({terms}) AND failed_at IS NULL AND held_until > 0 RETURNING id"
+    )
 
 
 @cache
@@ -286,6 +288,7 @@ def _retry_many(n: int) -> TextClause:
         UPDATE jobs SET run_at = fence.run_at, held_until = 0, error = fence.error FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
           AND jobs.held_until > 0
+        RETURNING jobs.id
         """
     )
 
@@ -300,6 +303,7 @@ def _fail_many(n: int) -> TextClause:
         FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
           AND jobs.held_until > 0
+        RETURNING jobs.id
         """
     )
 
@@ -496,20 +500,20 @@ class Jobs:
         claimed = self.claim_many(now, until, 1)
         return claimed[0] if claimed else None
 
-    def done(self, job: Job) -> None:
+    def done(self, job: Job) -> bool:
         with self._write() as sql:
-            sql.count(_DONE, rows.fence(job))
+            return sql.count(_DONE, rows.fence(job)) > 0
 
-    def retry(self, job: Job) -> None:
+    def retry(self, job: Job) -> bool:
         params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": job.error}
         with self._write() as sql:
-            sql.count(_RETRY, params)
+            return sql.count(_RETRY, params) > 0
 
-    def fail(self, job: Job) -> None:
+    def fail(self, job: Job) -> bool:
         job.failed_at = job.failed_at or datetime.now(UTC)
         params = {**rows.fence(job), "failed_at": rows.ms(job.failed_at), "error": job.error}
         with self._write() as sql:
-            sql.count(_FAIL, params)
+            return sql.count(_FAIL, params) > 0
 
     # BatchStore
 
@@ -540,27 +544,30 @@ class Jobs:
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> None:
+    ) -> list[str]:
         now = datetime.now(UTC)
         for job in fail:
             job.failed_at = job.failed_at or now
+        # Each statement returns the IDs whose fences matched: what was kept.
+        found: list[tuple[Any, ...]] = []
         with self._write() as sql:
             for first in range(0, len(done), _DONE_AT_MOST):
                 some = done[first : first + _DONE_AT_MOST]
-                sql.count(_done_many(len(some)), _numbered(some))
+                found += sql.rows(_done_many(len(some)), _numbered(some))
             if retry:
-                sql.count(
+                found += sql.rows(
                     _retry_many(len(retry)),
                     _numbered(retry, lambda j: {"run_at": rows.ms(j.run_at), "error": j.error}),
                 )
             if fail:
-                sql.count(
+                found += sql.rows(
                     _fail_many(len(fail)),
                     _numbered(
                         fail,
                         lambda j: {"failed_at": rows.ms(j.failed_at or now), "error": j.error},
                     ),
                 )
+        return [str(id) for (id,) in found]
 
     # RenewStore
 

@@ -28,7 +28,7 @@ from jobq.job import Job
 from jobq.log import say, say_job
 from jobq.store import BatchStore, HoldBackStore, RenewStore, ScheduleStore, Store
 
-__all__ = ["Kept", "Settle", "StoreCalls"]
+__all__ = ["Kept", "Settle", "Stale", "StoreCalls"]
 
 R = TypeVar("R")
 
@@ -37,8 +37,17 @@ Settle = Literal["done", "retry", "fail"]
 # A call's ends: told (True, what it returned) or (False, what it raised).
 _Done = Callable[[bool, Any], None]
 _Call = tuple[Callable[..., Any], tuple[object, ...], _Done]
-# A settle's ends: told None as the store kept it, or the store's error.
+# A settle's ends: told None as the store kept it, or why not: the store's error,
+# or Stale when its fence dropped it.
 Kept = Callable[[BaseException | None], None]
+
+
+class Stale(Exception):
+    """A settle the store left alone: a later claim has the job (this claim's hold ran out).
+
+    Not an error: nothing of the run is kept, and nothing is told of it; the
+    claim that has the job now settles it.
+    """
 
 
 class StoreCalls:
@@ -131,7 +140,7 @@ class StoreCalls:
                 else:
                     calls += [
                         (
-                            _logged(getattr(self.store, how), how),
+                            _kept_one(_logged(getattr(self.store, how), how)),
                             (job,),
                             functools.partial(_fan_out, [(how, job, then)]),
                         )
@@ -155,12 +164,13 @@ def _claim(store: Store, now: datetime, until: datetime, most: int) -> list[Job]
     return jobs
 
 
-def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> None:
+def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> set[str] | None:
+    """The IDs the store settled; None for all (a store from before settles said which)."""
     by: dict[Settle, list[Job]] = {"done": [], "retry": [], "fail": []}
     for how, job, _ in settles:
         by[how].append(job)
     try:
-        store.settle_many(done=by["done"], retry=by["retry"], fail=by["fail"])
+        kept = store.settle_many(done=by["done"], retry=by["retry"], fail=by["fail"])
     except Exception as e:
         ids = ",".join(job.id for _, job, _ in settles)
         say(
@@ -170,13 +180,37 @@ def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> N
             err=e,
         )
         raise
+    return None if kept is None else set(kept)
 
 
-def _fan_out(settles: list[tuple[Settle, Job, Kept]], ok: bool, error: Any) -> None:
-    told = None if ok else error
-    for _, _, kept in settles:
+def _kept_one(settle: Callable[[Job], bool | None]) -> Callable[[Job], set[str] | None]:
+    """A single settle, saying what it kept as ``_settle_many`` does."""
+
+    def call(job: Job) -> set[str] | None:
+        # None: a store from before settles said, read as kept.
+        return set() if settle(job) is False else None
+
+    return call
+
+
+def _fan_out(settles: list[tuple[Settle, Job, Kept]], ok: bool, value: Any) -> None:
+    """Tell each settle how it went: ``value`` is the IDs kept (None: all), or the error."""
+    for how, job, then in settles:
+        told: BaseException | None
+        if not ok:
+            told = value
+        elif value is None or job.id in value:
+            told = None
+        else:
+            say_job(
+                job,
+                logging.DEBUG,
+                f"a stale {how} was not kept: a later claim has the job, and settles it",
+                attempt=job.attempts,
+            )
+            told = Stale(f"job {job.id}'s attempt {job.attempts} is no longer held")
         try:  # a bug in one is logged, and the settles after it are still told
-            kept(told)
+            then(told)
         except Exception as e:
             say(logging.ERROR, "a settle's callback failed", trace=e, err=e)
 

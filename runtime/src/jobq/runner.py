@@ -670,7 +670,8 @@ class Runner:
     def _kept(self, attempt: _Attempt, outcome: Outcome, failed: BaseException | None) -> None:
         """The store kept (or ``failed`` to keep) an attempt's outcome: say so, and observe."""
         if failed is not None:
-            # Logged as it failed. The hold runs out and the job runs again; that run is observed.
+            # Logged as it failed (a stale settle at DEBUG, by StoreCalls): the hold runs out
+            # and the job runs again, or a later claim has it; that run is observed.
             return
         job, error = attempt.job, attempt.error
         if job.at_once or job.one_at_a_time:

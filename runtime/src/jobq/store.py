@@ -62,21 +62,27 @@ class Store(Protocol):
         """
         ...
 
-    def done(self, job: Job) -> None:
-        """Remove a job that ran, unless a later claim has taken it since."""
-        ...
+    def done(self, job: Job) -> bool:
+        """Remove a job that ran, unless a later claim has taken it since; say whether it did.
 
-    def retry(self, job: Job) -> None:
-        """Put a claimed job back, due at ``job.run_at``, with ``job.error``.
-
-        Leaves the job alone when a later claim has taken it since.
+        Each settle says whether its fence matched: the queue tells ``observe``
+        and ``on_fail`` only of the outcomes the store kept. (A store written
+        before settles said so returns None, which the queue reads as kept.)
         """
         ...
 
-    def fail(self, job: Job) -> None:
-        """Keep a claimed job as failed for good, with ``job.error``; no claim finds it.
+    def retry(self, job: Job) -> bool:
+        """Put a claimed job back, due at ``job.run_at``, with ``job.error``; say whether it did.
 
-        Leaves the job alone when a later claim has taken it since.
+        Leaves the job alone (and says False) when a later claim has taken it since.
+        """
+        ...
+
+    def fail(self, job: Job) -> bool:
+        """Keep a claimed job as failed for good, with ``job.error``; say whether it did.
+
+        No claim finds it. Leaves the job alone (and says False) when a later
+        claim has taken it since.
         """
         ...
 
@@ -223,11 +229,13 @@ class BatchStore(Store, Protocol):
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> None:
-        """``done``, ``retry`` and ``fail`` of each job given, in one go.
+    ) -> list[str]:
+        """``done``, ``retry`` and ``fail`` of each job given, in one go; the IDs it settled.
 
         Each job is fenced by its ``attempts`` as the single settles are: one a
-        later claim has taken is left alone, and the others are settled.
+        later claim has taken is left alone, and the others are settled. Returns
+        the IDs of the jobs whose fences matched, in any order: what the store
+        kept, and so what the queue tells ``observe`` of.
         """
         ...
 

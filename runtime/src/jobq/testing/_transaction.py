@@ -86,17 +86,17 @@ class InTransaction:
         with self._begin() as bound:
             return bound.claim(now, until)
 
-    def done(self, job: Job) -> None:
+    def done(self, job: Job) -> bool:
         with self._begin() as bound:
-            bound.done(job)
+            return bound.done(job)
 
-    def retry(self, job: Job) -> None:
+    def retry(self, job: Job) -> bool:
         with self._begin() as bound:
-            bound.retry(job)
+            return bound.retry(job)
 
-    def fail(self, job: Job) -> None:
+    def fail(self, job: Job) -> bool:
         with self._begin() as bound:
-            bound.fail(job)
+            return bound.fail(job)
 
 
 @functools.cache

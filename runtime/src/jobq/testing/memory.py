@@ -78,17 +78,17 @@ class MemoryStore:
             claimed = self._claim(now, until, 1)
         return claimed[0] if claimed else None
 
-    def done(self, job: Job) -> None:
+    def done(self, job: Job) -> bool:
         with self._lock:
-            self._done(job)
+            return self._done(job)
 
-    def retry(self, job: Job) -> None:
+    def retry(self, job: Job) -> bool:
         with self._lock:
-            self._retry(job)
+            return self._retry(job)
 
-    def fail(self, job: Job) -> None:
+    def fail(self, job: Job) -> bool:
         with self._lock:
-            self._fail(job)
+            return self._fail(job)
 
     # BatchStore
 
@@ -98,14 +98,14 @@ class MemoryStore:
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> None:
+    ) -> list[str]:
         with self._lock:
-            for job in done:
-                self._done(job)
-            for job in retry:
-                self._retry(job)
-            for job in fail:
-                self._fail(job)
+            return [
+                job.id
+                for settle, jobs in ((self._done, done), (self._retry, retry), (self._fail, fail))
+                for job in jobs
+                if settle(job)
+            ]
 
     # RenewStore
 
@@ -375,26 +375,32 @@ class MemoryStore:
             return None
         return row
 
-    def _done(self, job: Job) -> None:
+    def _done(self, job: Job) -> bool:
         row = self._claimed(job)
-        if row is not None:
-            self._let_go(row)
-            del self._rows[job.id]
+        if row is None:
+            return False
+        self._let_go(row)
+        del self._rows[job.id]
+        return True
 
-    def _retry(self, job: Job) -> None:
+    def _retry(self, job: Job) -> bool:
         row = self._claimed(job)
-        if row is not None:
-            self._let_go(row)
-            row.job.run_at = job.run_at
-            row.job.error = job.error
-            self._wait(row)
+        if row is None:
+            return False
+        self._let_go(row)
+        row.job.run_at = job.run_at
+        row.job.error = job.error
+        self._wait(row)
+        return True
 
-    def _fail(self, job: Job) -> None:
+    def _fail(self, job: Job) -> bool:
         row = self._claimed(job)
-        if row is not None:
-            self._let_go(row)
-            row.job.error = job.error
-            row.job.failed_at = job.failed_at or datetime.now(UTC)
+        if row is None:
+            return False
+        self._let_go(row)
+        row.job.error = job.error
+        row.job.failed_at = job.failed_at or datetime.now(UTC)
+        return True
 
 
 def _holds(row: _Row, now: datetime) -> bool:
