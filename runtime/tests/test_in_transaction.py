@@ -68,6 +68,7 @@ _EXTRAS = [
     jobq.BatchStore,
     jobq.CarryStore,
     jobq.FailedStore,
+    jobq.GiveBackStore,
     jobq.HoldBackStore,
     jobq.LatestStore,
     jobq.OneAtATimeStore,

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -263,7 +264,34 @@ async def test_a_queue_waits_for_the_store_in_a_thread_never_on_the_loop(
     assert datetime.now(UTC)  # the queue stopped cleanly
 
 
-async def test_a_job_whose_worker_was_lost_in_its_last_attempt_fails_for_good_unrun(
+def _lose_its_workers(store: MemoryStore, since: datetime, times: int) -> None:
+    """Claim the one job ``times`` times, each claim's hold run out: its workers were lost."""
+    for lost in range(times):
+        at = since + timedelta(minutes=2 * lost)
+        claimed = store.claim(at, at + timedelta(minutes=1))
+        assert claimed is not None
+        assert claimed.attempts == lost + 1
+
+
+async def test_a_job_whose_worker_was_lost_in_its_last_attempt_runs_once_more(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store)
+    ran: list[int] = []
+
+    @q.kind("charge", attempts=2)
+    async def charge(job: int) -> None:
+        ran.append(jobq.current_job().attempts)
+
+    long_ago = datetime.now(UTC) - timedelta(hours=1)
+    charge.push_at(long_ago, 7)
+    _lose_its_workers(store, long_ago, 2)  # its last attempt's worker was killed
+    assert await q.adrain() == 1, "at least once: a job a lost worker cut short runs again"
+    assert ran == [3], "its extra run, past its attempts"
+    assert store.failed() == []
+
+
+async def test_a_job_whose_worker_was_lost_again_in_its_extra_run_fails_for_good_unrun(
     store: MemoryStore,
 ) -> None:
     q = jobq.Queue(store)
@@ -279,18 +307,59 @@ async def test_a_job_whose_worker_was_lost_in_its_last_attempt_fails_for_good_un
 
     long_ago = datetime.now(UTC) - timedelta(hours=1)
     charge.push_at(long_ago, 7)
-    # Two claims whose workers were lost: each hold ran out, an hour ago.
-    for lost in range(2):
-        at = long_ago + timedelta(minutes=2 * lost)
-        claimed = store.claim(at, at + timedelta(minutes=1))
-        assert claimed is not None
-        assert claimed.attempts == lost + 1
-    assert await q.adrain() == 0, "a job is never run past its attempts"
+    # Its last attempt's worker, then its extra run's, were lost: a poison pill.
+    _lose_its_workers(store, long_ago, 3)
+    assert await q.adrain() == 0, "a job is never run past its extra run"
     assert ran == []
     [job] = store.failed()
     assert job.error is not None
-    assert job.error.startswith("its worker was lost during its last attempt (2 of 2)")
+    assert job.error.startswith("its worker was lost on every try from its last attempt on")
     assert [type(e) for e in failed] == [jobq.Permanent], "on_fail is told, with the value"
+
+
+class HoldsBack:
+    """A Store with HoldBackStore but not GiveBackStore."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.push = store.push
+        self.claim = store.claim
+        self.done = store.done
+        self.retry = store.retry
+        self.fail = store.fail
+        self.hold_back = store.hold_back
+
+
+@pytest.mark.parametrize(
+    ("wrap", "attempts"),
+    [(lambda s: s, [1, 1]), (HoldsBack, [1, 1]), (lambda s: OneAtATime(s), [1, 2])],
+    ids=["give_back", "hold_back", "retried"],
+)
+async def test_a_last_attempt_cut_by_the_stops_grace_runs_at_the_next_start_and_is_not_failed(
+    store: MemoryStore, wrap: Any, attempts: list[int]
+) -> None:
+    seen: list[jobq.Ran] = []
+    q = jobq.Queue(wrap(store), grace=0.05, observe=seen.append)
+    started = asyncio.Event()
+    ran: list[int] = []
+
+    @q.kind("charge", attempts=1)
+    async def charge(job: int) -> None:
+        ran.append(jobq.current_job().attempts)
+        started.set()
+        if len(ran) == 1:
+            await asyncio.Event().wait()  # runs on until the stop's grace cuts it
+
+    charge.push(7)
+    task = asyncio.create_task(q.run())
+    await asyncio.wait_for(started.wait(), LIVENESS)
+    q.stop()
+    await asyncio.wait_for(task, LIVENESS)
+    [stopped] = seen
+    assert stopped.outcome is jobq.Outcome.RETRIED
+    assert "stopped with the queue" in str(stopped.error)
+    assert await q.adrain() == 1, "the next start runs it"
+    assert ran == attempts, "a stop is not a failure: its attempt is given back where it can be"
+    assert store.failed() == []
 
 
 async def test_a_job_whose_worker_was_lost_before_its_last_attempt_runs_again(

@@ -650,16 +650,15 @@ class Jobs:
 
         def work(sql: _Statements) -> None:
             sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
-            if job.key:
-                try:
-                    sql.count(_PUT_BACK, {**fence, "unique_key": job.key})
-                    return
-                except Exception as error:
-                    if _code(error) != _DUPLICATE:
-                        raise
-            sql.count(_PUT_BACK, {**fence, "unique_key": None})
+            _put_back(sql, job, fence)
 
         self._run(work)
+
+    # GiveBackStore
+
+    def give_back(self, job: Job) -> bool:
+        fence = rows.fence(job)
+        return self._run(lambda sql: _put_back(sql, job, fence), alone=True) > 0
 
     # PauseStore
 
@@ -932,6 +931,17 @@ def _push_unique(sql: _Statements, params: Mapping[str, Any]) -> tuple[int, bool
         if found:
             return int(found[0][0]), False
     raise jobq.StoreLocked("a unique push met other pushes and claims of its key: push it again")
+
+
+def _put_back(sql: _Statements, job: Job, fence: dict[str, Any]) -> int:
+    """The job back as its claim found it, with its key unless another job has it now."""
+    if job.key:
+        try:
+            return sql.count(_PUT_BACK, {**fence, "unique_key": job.key})
+        except Exception as error:
+            if _code(error) != _DUPLICATE:
+                raise
+    return sql.count(_PUT_BACK, {**fence, "unique_key": None})
 
 
 def _exactly(count: int, found: list[str]) -> list[str]:

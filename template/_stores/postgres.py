@@ -468,6 +468,21 @@ _HOLD_BACK = text(
     """
 )
 
+# The job alone, as _HOLD_BACK puts it back; it notifies, as a push does: it is
+# due at once, and an instance that waits on its kind may claim it now.
+_GIVE_BACK = text(
+    f"""
+    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = (
+        SELECT CAST(:unique_key AS text) WHERE NOT EXISTS (
+            SELECT 1 FROM jobs AS waiting
+            WHERE waiting.kind = :kind AND waiting.unique_key = :unique_key
+        )
+    )
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+    RETURNING pg_notify('{_CHANNEL}', kind)
+    """
+)
+
 # A pause replaces the kind's pause before it, but never shortens a rate's hold.
 _PAUSE = text(
     """
@@ -729,14 +744,24 @@ class Jobs:
             "unique_key": job.key or None,
             **rows.fence(job),
         }
+        self._put_back(_HOLD_BACK, params)
+
+    # GiveBackStore
+
+    def give_back(self, job: Job) -> bool:
+        params = {"kind": job.kind, "unique_key": job.key or None, **rows.fence(job)}
+        return self._put_back(_GIVE_BACK, params) > 0
+
+    def _put_back(self, statement: TextClause, params: dict[str, Any]) -> int:
+        """Run _HOLD_BACK or _GIVE_BACK, once more if a push of its key beat it; its count."""
         for last in (False, True):
             try:
                 with self._savepoint():
-                    self._run(lambda sql: sql.count(_HOLD_BACK, params))
-                return
+                    return self._run(lambda sql: sql.count(statement, params))
             except jobq.StoreError as error:
                 if last or _sqlstate(error.__cause__) != _UNIQUE_VIOLATION:
                     raise
+        raise AssertionError("unreachable")
 
     # PauseStore
 

@@ -641,9 +641,13 @@ class Jobs:
     def hold_back(self, job: Job, until: datetime) -> None:
         with self._write() as sql:
             sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
-            sql.count(
-                _HOLD_BACK, {**rows.fence(job), "kind": job.kind, "unique_key": job.key or None}
-            )
+            sql.count(_HOLD_BACK, _given_back(job))
+
+    # GiveBackStore: the job as hold_back puts it back, its kind not held back
+
+    def give_back(self, job: Job) -> bool:
+        with self._write() as sql:
+            return sql.count(_HOLD_BACK, _given_back(job)) > 0
 
     def pause(self, kind: str, until: datetime | None) -> None:
         held = _FOREVER if until is None else rows.ms(until)
@@ -722,6 +726,11 @@ class Jobs:
                 yield _Driver(raw.driver_connection)  # type: ignore[arg-type]
             finally:
                 raw.close()
+
+
+def _given_back(job: Job) -> dict[str, Any]:
+    """_HOLD_BACK's parameters: the job's fence, and the key it gives back."""
+    return {**rows.fence(job), "kind": job.kind, "unique_key": job.key or None}
 
 
 def _kind_stats(

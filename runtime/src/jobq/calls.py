@@ -26,7 +26,14 @@ from typing import Any, Literal, TypeVar
 
 from jobq.job import Job
 from jobq.log import say, say_job
-from jobq.store import BatchStore, HoldBackStore, RenewStore, ScheduleStore, Store
+from jobq.store import (
+    BatchStore,
+    GiveBackStore,
+    HoldBackStore,
+    RenewStore,
+    ScheduleStore,
+    Store,
+)
 
 __all__ = ["Kept", "Settle", "Stale", "StoreCalls"]
 
@@ -103,6 +110,10 @@ class StoreCalls:
     def hold_back(self, job: Job, until: datetime) -> asyncio.Future[None]:
         assert isinstance(self.store, HoldBackStore)  # checked by the caller
         return self._batched(_logged(self.store.hold_back, "hold back"), job, until)
+
+    def give_back(self, job: Job) -> asyncio.Future[bool]:
+        assert isinstance(self.store, GiveBackStore)  # checked by the caller
+        return self._batched(_logged(self.store.give_back, "give back"), job)
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> asyncio.Future[list[str]]:
         assert isinstance(self.store, RenewStore)

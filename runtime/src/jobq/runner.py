@@ -30,7 +30,7 @@ from jobq.errors import Permanent, StoreError, ValueDoesNotFit
 from jobq.job import Job, Outcome, Ran, new_ran
 from jobq.kind import Kind, seconds
 from jobq.log import say, say_job
-from jobq.store import HoldBackStore, NotifyStore, RenewStore, Store
+from jobq.store import GiveBackStore, HoldBackStore, NotifyStore, RenewStore, Store
 from jobq.threads import HandlerThreads
 
 if TYPE_CHECKING:
@@ -332,18 +332,42 @@ class Runner:
     async def _put_back_claimed(self, claim: asyncio.Future[list[Job]]) -> None:
         """The queue stopped as a claim ran in its thread: let its jobs go, due as they were.
 
-        Otherwise they would wait out their hold for nobody. With a HoldBackStore
-        the claim's attempt is taken back, as the jobs never ran.
+        Otherwise they would wait out their hold for nobody. With a GiveBackStore
+        or a HoldBackStore the claim's attempt is taken back, as the jobs never ran.
         """
         try:
             jobs = await claim
         except Exception:
             return  # it claimed nothing
         for job in jobs:
-            await self._give_back(job, datetime.now(UTC), "stopped with the queue before it ran")
+            await self._give_back(job, "stopped with the queue before it ran")
 
-    async def _give_back(self, job: Job, until: datetime, why: str) -> bool:
-        """Put back a job that never ran: held back when the store can, else retried."""
+    async def _give_back(self, job: Job, why: str) -> bool:
+        """Put back a job that did not fail, due at once, with its attempt taken back if the
+        store can; say whether it went back.
+
+        A GiveBackStore gives it back alone; a HoldBackStore holds its kind back
+        until now, which holds nothing back. Any other store retries it, due now:
+        its attempt is spent (a job so put back on its last attempt then runs
+        only as its extra run, see ``_work``).
+        """
+        self._held.pop(job.id, None)
+        try:
+            if isinstance(self.store, GiveBackStore):
+                return await self._calls.give_back(job) is not False
+            now = datetime.now(UTC)
+            if isinstance(self.store, HoldBackStore):
+                await self._calls.hold_back(job, now)
+            else:
+                job.run_at, job.error = now, why
+                await self._calls.settle("retry", job)
+        except Exception:
+            return False  # logged as it failed (a stale settle at DEBUG): left to its hold
+        return True
+
+    async def _hold_back(self, job: Job, until: datetime, why: str) -> bool:
+        """Put back a job that never ran, its kind held back until ``until`` when the store can
+        (else retried then); say whether it went back."""
         self._held.pop(job.id, None)
         try:
             if isinstance(self.store, HoldBackStore):
@@ -487,10 +511,12 @@ class Runner:
                 attempt.error = _does_not_fit(job, kind, e)
                 self._finish(attempt)
                 return True
-            if job.attempts > options.attempts:
-                # The claim before this one was its last attempt, and its worker
-                # was lost with it (killed, or cut off past its hold): as River and
-                # Oban do, it fails for good rather than run past its attempts.
+            if job.attempts > options.attempts + 1:
+                # Its worker was lost in its last attempt (killed, or cut off past its
+                # hold), and again in the extra run that gave it: a job that kills its
+                # process must not loop for ever, so it fails for good, unrun. (Once
+                # lost, on its last attempt, it runs once more: at least once. River
+                # and Oban discard it then instead.)
                 attempt.error = Permanent(_lost(job, options.attempts))
                 self._finish(attempt)
                 return False
@@ -628,7 +654,7 @@ class Runner:
         if wait <= timedelta(0):
             return True
         until = now + wait
-        if await self._give_back(job, until, "held back by its kind's rate"):
+        if await self._hold_back(job, until, "held back by its kind's rate"):
             self.pushed(until)  # look again as the wait ends, not a poll later
             self._observe(_ran(attempt, Outcome.HELD_BACK))
         return False
@@ -697,13 +723,14 @@ class Runner:
         self._observe(ran)
 
     async def _put_back(self, attempt: _Attempt) -> None:
-        """A job cancelled as the queue stops goes back, due at once, for the next start."""
+        """A job cancelled as the queue stops goes back, due at once, for the next start.
+
+        A stop is not a failure: its attempt is given back (see ``_give_back``),
+        so a last attempt cut by a deploy runs at the next start.
+        """
         job = attempt.job
-        job.run_at, job.error = datetime.now(UTC), "stopped with the queue before it finished"
-        self._held.pop(job.id, None)
-        try:
-            await self._calls.settle("retry", job)
-        except Exception:
+        why = "stopped with the queue before it finished"
+        if not await self._give_back(job, why):
             return  # logged as it failed
         say_job(
             job,
@@ -711,12 +738,12 @@ class Runner:
             "a job was stopped with the queue, and will run again",
             attempt=job.attempts,
         )
-        attempt.error = asyncio.CancelledError(job.error)
+        attempt.error = asyncio.CancelledError(why)
         self._observe(_ran(attempt, Outcome.RETRIED))
 
     async def _no_handler(self, job: Job, now: datetime) -> None:
         """Another version of the app pushed it: let it go back for an instance that has one."""
-        if await self._give_back(
+        if await self._hold_back(
             job,
             now + timedelta(seconds=self.queue.poll),
             f"no handler for kind {job.kind!r} on this instance",
@@ -810,10 +837,12 @@ def _does_not_fit(job: Job, kind: Kind[Any], error: pydantic.ValidationError) ->
 
 
 def _lost(job: Job, attempts: int) -> str:
-    """Why a job claimed past its last attempt fails for good, and what its attempt before said."""
+    """Why a job claimed past its extra run fails for good, and what its attempt before said."""
     text = (
-        f"its worker was lost during its last attempt ({attempts} of {attempts}): the instance "
-        f"stopped, or the job ran past its hold, before it finished"
+        f"its worker was lost on every try from its last attempt on ({attempts} of {attempts}, "
+        f"then the extra run a lost worker gives, {attempts + 1}): each time the instance was "
+        f"killed, or the job ran past its hold, before it finished; it is not run again, as "
+        f"it may be what kills its instance: fix its handler, then run it again"
     )
     return text if job.error is None else f"{text}; the attempt before it: {job.error}"
 

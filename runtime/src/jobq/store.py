@@ -23,6 +23,7 @@ __all__ = [
     "BatchStore",
     "CarryStore",
     "FailedStore",
+    "GiveBackStore",
     "HoldBackStore",
     "LatestStore",
     "NotifyStore",
@@ -191,6 +192,24 @@ class HoldBackStore(Store, Protocol):
         has that key now. The kind's time only moves forward. Like ``done``,
         it leaves the job alone when a later claim has taken it since (but
         still holds the kind back).
+        """
+        ...
+
+
+@runtime_checkable
+class GiveBackStore(Store, Protocol):
+    """A Store that puts a claimed job back as if unclaimed, holding nothing back."""
+
+    def give_back(self, job: Job) -> bool:
+        """Put a claimed job back as its claim found it; say whether it did.
+
+        As ``hold_back`` does with the job, and nothing more: due at its
+        ``run_at`` again, with the attempt its claim added taken back, and its
+        ``key`` again unless a job pushed as it ran has that key now; its kind
+        is not held back. Fenced as ``done`` is: a job a later claim has taken
+        since is left alone, and it says False. The queue gives back a job it
+        did not run to its end through no fault of the job's: one cut short by
+        a stop's grace, or claimed as the queue stopped.
         """
         ...
 

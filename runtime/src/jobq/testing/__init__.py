@@ -16,7 +16,7 @@ store has; the tests of an extra it lacks are skipped, saying which. It is
 made of one mixin a family, for a store that wants only some: StorePromises,
 FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
 LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
-HoldBackStorePromises, PauseStorePromises, BatchStorePromises,
+HoldBackStorePromises, GiveBackStorePromises, PauseStorePromises, BatchStorePromises,
 RenewStorePromises, CarryStorePromises and StatsStorePromises. Its times
 are fixed, whole milliseconds, far from now, so that no store passes by
 reading its own clock; its concurrency tests race threads (``at_once``),
@@ -50,6 +50,7 @@ from jobq.testing._at_once import AtOnceStorePromises
 from jobq.testing._batch import BatchStorePromises
 from jobq.testing._carry import CarryStorePromises
 from jobq.testing._failed import FailedStorePromises
+from jobq.testing._give_back import GiveBackStorePromises
 from jobq.testing._hold_back import HoldBackStorePromises
 from jobq.testing._latest import LatestStorePromises
 from jobq.testing._one_at_a_time import OneAtATimeStorePromises
@@ -68,6 +69,7 @@ __all__ = [
     "BatchStorePromises",
     "CarryStorePromises",
     "FailedStorePromises",
+    "GiveBackStorePromises",
     "HoldBackStorePromises",
     "InTransaction",
     "LatestStorePromises",
@@ -93,6 +95,7 @@ class StoreSuite(
     OneAtATimeStorePromises,
     AtOnceStorePromises,
     HoldBackStorePromises,
+    GiveBackStorePromises,
     PauseStorePromises,
     BatchStorePromises,
     RenewStorePromises,

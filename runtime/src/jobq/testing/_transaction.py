@@ -19,6 +19,7 @@ __all__ = ["InTransaction"]
 _EXTRAS = (
     "claim_many",
     "failed",
+    "give_back",
     "hold_back",
     "keeps_at_once",
     "keeps_carried",

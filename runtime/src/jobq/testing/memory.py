@@ -197,19 +197,13 @@ class MemoryStore:
             # The kind first, even for a late answer: the limiter said no either way.
             if job.kind not in self._rate_until or self._rate_until[job.kind] < until:
                 self._rate_until[job.kind] = until
-            row = self._claimed(job)
-            if row is None:
-                return
-            self._let_go(row)
-            row.job.attempts -= 1
-            key = (row.job.kind, row.job.key)
-            # As its claim found it: a job retried, or whose hold ran out, waited keyless.
-            # A one-at-a-time job keeps its key for good, and takes it back, as the SQL
-            # stores' do.
-            if (row.found_unique or row.alone) and key not in self._unique:
-                self._unique[key] = row.job.id
-                row.unique = True
-            self._wait(row)
+            self._give_back(job)
+
+    # GiveBackStore
+
+    def give_back(self, job: Job) -> bool:
+        with self._lock:
+            return self._give_back(job)
 
     # PauseStore
 
@@ -374,6 +368,22 @@ class MemoryStore:
         if row is None or row.job.attempts != job.attempts:
             return None
         return row
+
+    def _give_back(self, job: Job) -> bool:
+        row = self._claimed(job)
+        if row is None:
+            return False
+        self._let_go(row)
+        row.job.attempts -= 1
+        key = (row.job.kind, row.job.key)
+        # As its claim found it: a job retried, or whose hold ran out, waited keyless.
+        # A one-at-a-time job keeps its key for good, and takes it back, as the SQL
+        # stores' do.
+        if (row.found_unique or row.alone) and key not in self._unique:
+            self._unique[key] = row.job.id
+            row.unique = True
+        self._wait(row)
+        return True
 
     def _done(self, job: Job) -> bool:
         row = self._claimed(job)
