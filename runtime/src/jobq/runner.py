@@ -27,6 +27,7 @@ from jobq.calls import Settle, StoreCalls
 from jobq.carry import Carrier, restore
 from jobq.deadline import Deadline, Deadlines
 from jobq.errors import Permanent, StoreError, ValueDoesNotFit
+from jobq.holds import Holds
 from jobq.job import Job, Outcome, Ran, new_ran
 from jobq.kind import Kind, seconds
 from jobq.log import say, say_job
@@ -161,7 +162,8 @@ class Runner:
         self._failure: BaseException | None = None  # a side task's bug: it ends the run
         self._due_times: list[datetime] = []  # jobs pushed from here for later: wake then
         self._due_lock = threading.Lock()
-        self._held: dict[str, Job] = {}  # claimed and not yet settled: renewed while they run
+        # Claimed and not yet settled: renewed while they run, by a thread of its own.
+        self._held = Holds(self.store, self.hold)
         self._running: set[asyncio.Task[bool]] = set()  # each job's task, until it ends
         # The timeouts of the handlers running now: a stop past the grace cuts them short,
         # so only a handler is ever interrupted, never the keeping of its outcome.
@@ -213,8 +215,7 @@ class Runner:
             self._watch(self._push_schedule(name, *sched), f"the schedule of kind {name!r}")
             for name, sched in self.schedules.items()
         ]
-        if self.renewing:
-            side.append(self._watch(self._renew(), "the renewal of running jobs' holds"))
+        self._held.start()
         stop_listening = await self._listen()
         say(logging.INFO, "the queue runs", workers=self.workers, kinds=len(self.kinds))
         try:
@@ -223,7 +224,7 @@ class Runner:
                 claimed, jobs = await self._claim_or_wait(slots.free)
                 for job in jobs:
                     give = slots.take()
-                    self._held[job.id] = job
+                    self._held.add(job, self._renew_for(job))
                     # The task leaves ``running`` as it ends (see _work): no callback a job.
                     running.add(
                         self._loop.create_task(
@@ -240,6 +241,7 @@ class Runner:
             for t in side:
                 t.cancel()
             await self._stop()
+            self._held.stop()
             await asyncio.gather(*side, return_exceptions=True)
             if stop_listening is not None:
                 stop_listening()
@@ -256,6 +258,7 @@ class Runner:
         self._deadlines = Deadlines(self._loop)
         self._handler_threads = HandlerThreads(1, "jobq-drain")
         ran = 0
+        self._held.start()  # a drain renews the jobs it runs, as run() does
         try:
             while True:
                 now = datetime.now(UTC)
@@ -263,14 +266,25 @@ class Runner:
                 if not jobs:
                     return ran
                 job = jobs[0]
-                self._held[job.id] = job
+                self._held.add(job, self._renew_for(job))
                 # A task of its own: the job runs in a copy of the caller's context.
                 run = asyncio.create_task(self._work(job, _nothing, now), name=f"jobq job {job.id}")
                 ran += await run
                 await self._kept_all()
         finally:
+            self._held.stop()
             self._handler_threads.shutdown()
             self._loop = None
+
+    def _renew_for(self, job: Job) -> float:
+        """How long a claimed job's hold is renewed: its kind's timeout, then the stop's grace.
+
+        A worker that hangs past them (a blocked loop, a handler deaf to its
+        cancel) lets its job go, to run again elsewhere, rather than hold it for
+        ever; a plain function's thread that runs on is the exception (``_outlive``).
+        """
+        kind = self.kinds.get(job.kind)
+        return (kind.options.timeout if kind is not None else 0.0) + self.queue.grace
 
     def _watch(self, work: Coroutine[Any, Any, None], what: str) -> asyncio.Task[None]:
         """Start a side task; its failure is logged and ends the run with its error."""
@@ -351,7 +365,7 @@ class Runner:
         its attempt is spent (a job so put back on its last attempt then runs
         only as its extra run, see ``_work``).
         """
-        self._held.pop(job.id, None)
+        self._held.pop(job.id)
         try:
             if isinstance(self.store, GiveBackStore):
                 return await self._calls.give_back(job) is not False
@@ -368,7 +382,7 @@ class Runner:
     async def _hold_back(self, job: Job, until: datetime, why: str) -> bool:
         """Put back a job that never ran, its kind held back until ``until`` when the store can
         (else retried then); say whether it went back."""
-        self._held.pop(job.id, None)
+        self._held.pop(job.id)
         try:
             if isinstance(self.store, HoldBackStore):
                 await self._calls.hold_back(job, until)
@@ -441,44 +455,6 @@ class Runner:
             failing = False
             await asyncio.sleep(max((run_at - datetime.now(UTC)).total_seconds(), 0))
             run_at = schedule.next_after(max(run_at, datetime.now(UTC)))
-
-    async def _renew(self) -> None:
-        """Renew the holds of the jobs running here, a third of a hold apart.
-
-        A job is held only while its worker lives: once this stops (the
-        instance was killed), its jobs are claimed again within a hold.
-        """
-        every = self.hold.total_seconds() / 3
-        failing = False
-        while True:
-            await asyncio.sleep(every)
-            jobs = list(self._held.values())
-            if not jobs:
-                continue
-            try:
-                kept = set(await self._calls.renew(jobs, datetime.now(UTC) + self.hold))
-            except Exception as e:
-                if not failing:  # one line for an outage, not one a beat
-                    say(
-                        logging.WARNING,
-                        "the store failed to renew the holds of running jobs; they run on, "
-                        "and run again elsewhere if this outlasts their hold",
-                        running=len(jobs),
-                        err=e,
-                    )
-                failing = True
-                continue
-            failing = False
-            for job in jobs:
-                if job.id not in kept and job.id in self._held:
-                    say_job(
-                        job,
-                        logging.WARNING,
-                        "a running job's hold ran out and another claim has it; "
-                        "this run's outcome will not be kept",
-                        attempt=job.attempts,
-                    )
-                    self._held.pop(job.id, None)
 
     # One job
 
@@ -558,30 +534,56 @@ class Runner:
             return True
         finally:
             give()
-            self._held.pop(job.id, None)
+            self._held.pop(job.id)
             self._running.discard(task)
 
     async def _in_thread(self, attempt: _Attempt, give: Callable[[], None]) -> bool:
-        """Call a plain function's handler in a thread, within the kind's timeout."""
+        """Call a plain function's handler in a thread, within the kind's timeout.
+
+        Past its timeout the attempt has failed, but its thread cannot be
+        stopped: the job stays held (renewed), its worker taken, and its outcome
+        unsettled until the thread returns, so that its retry never runs beside it.
+        """
         job, kind = attempt.job, attempt.kind
-        _current.set(_copy(job))  # the thread may outlive the attempt, and its settle
-        thread: asyncio.Future[Any] | None = None
+        _current.set(_copy(job))  # the thread may outlive the attempt
         try:
             await self._call_in_thread(kind, attempt)
         except _ThreadTimeout as e:
-            attempt.error, thread = e, e.thread
+            attempt.error = e
+            attempt.ended = time.monotonic()
+            await self._outlive(e.thread, attempt)
         except Exception as e:
             attempt.error = e
-        attempt.ended = time.monotonic()
-        if thread is None:
-            give()
-        else:
-            # The worker stays taken until the thread returns, but the attempt is over.
-            asyncio.ensure_future(_outlive(thread, job)).add_done_callback(lambda _: give())
+        if not attempt.ended:
+            attempt.ended = time.monotonic()
+        give()
         self._finish(attempt)
-        if thread is not None:
-            await asyncio.wait([thread])
         return True
+
+    async def _outlive(self, thread: asyncio.Future[Any], attempt: _Attempt) -> None:
+        """Wait out a handler's thread that ran past its timeout, its job held meanwhile."""
+        job = attempt.job
+        self._held.pin(job.id)
+        say_job(
+            job,
+            logging.WARNING,
+            "a job's thread runs on past its timeout; its job is held, and its worker taken, "
+            "until the thread returns",
+            attempt=job.attempts,
+        )
+        try:
+            await asyncio.shield(thread)
+            err = ""
+        except Exception as e:
+            err = str(e)
+        say_job(
+            job,
+            logging.WARNING,
+            "a timed-out job's thread has returned; its attempt is kept as failed",
+            attempt=job.attempts,
+            ran_on=f"{time.monotonic() - attempt.ended:.3f}s",
+            err=err,
+        )
 
     async def _call_in_thread(self, kind: Kind[Any], attempt: _Attempt) -> None:
         """Call the handler in a thread, within the kind's timeout.
@@ -668,7 +670,7 @@ class Runner:
         job, kind, error = attempt.job, attempt.kind, attempt.error
         # No longer renewed from here: a renewal that meets the settled job must not
         # take it for one another claim has.
-        self._held.pop(job.id, None)
+        self._held.pop(job.id)
         how: Settle
         if error is None:
             if self.queue.observe is None and not (job.at_once or job.one_at_a_time):
@@ -884,18 +886,3 @@ class _ThreadTimeout(TimeoutError):
     def __init__(self, timeout: float, thread: asyncio.Future[Any]) -> None:
         super().__init__(f"the job took longer than its timeout, {timeout:g}s (its thread runs on)")
         self.thread = thread
-
-
-async def _outlive(thread: asyncio.Future[Any], job: Job) -> None:
-    """Wait out a handler's thread that ran past its timeout, logging how it ended."""
-    try:
-        await thread
-        err = ""
-    except Exception as e:
-        err = str(e)
-    say_job(
-        job,
-        logging.INFO,
-        "a timed-out job's thread has ended",
-        err=err,
-    )
