@@ -163,3 +163,29 @@ def test_renewals_of_a_job_stop_at_its_timeout_and_grace_but_not_while_it_is_pin
     assert store.renewed[0] == {hung.id, pinned.id}, "both are renewed at first"
     assert store.renewed[-1] == {pinned.id}, "the hung one is let go, the pinned one kept"
     assert hung.id in holds, "let go by the renewals only: still the run's until settled"
+
+
+async def test_an_instance_without_a_kinds_handler_never_holds_it_back_from_one_that_has_it(
+    store: MemoryStore,
+) -> None:
+    # A rolling deploy: the old instance (no handler for "invoice", a 5 s poll) claims
+    # beside the new one, which has it and would otherwise wait out the old one's hold.
+    old, new = jobq.Queue(store, poll=5), jobq.Queue(store, poll=5)
+    ran = asyncio.Event()
+
+    @old.kind("welcome-mail")
+    async def welcome_old(job: int) -> None: ...
+
+    @new.kind("welcome-mail")
+    async def welcome_new(job: int) -> None: ...
+
+    @new.kind("invoice")
+    async def invoice(job: int) -> None:
+        ran.set()
+
+    store.push(jobq.Job(kind="invoice", payload="1", run_at=datetime.now(UTC)))
+    store.push(jobq.Job(kind="invoice", payload="2", run_at=datetime.now(UTC)))
+    assert await old.adrain() == 0, "the old instance's claim passes the new kind over"
+    # A drain waits for no poll: both run now, or it returns 0 (their kind held back).
+    assert await asyncio.wait_for(new.adrain(), LIVENESS) == 2, "the new instance runs them"
+    assert ran.is_set()

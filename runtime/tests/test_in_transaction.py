@@ -50,8 +50,8 @@ class _OnlyAStore:
     def push(self, job: Job) -> None:
         self._memory.push(job)
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
-        return self._memory.claim(now, until)
+    def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
+        return self._memory.claim(now, until, by)
 
     def done(self, job: Job) -> bool:
         return self._memory.done(job)

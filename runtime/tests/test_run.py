@@ -60,13 +60,15 @@ class Outage:
     def push(self, job: jobq.Job) -> None:
         self.store.push(job)
 
-    def claim(self, now: datetime, until: datetime) -> jobq.Job | None:
+    def claim(
+        self, now: datetime, until: datetime, by: jobq.Claimant | None = None
+    ) -> jobq.Job | None:
         if self.down:
             self.failed_claims += 1
             if self.failed_claims == 3:
                 self._loop.call_soon_threadsafe(self.failing.set)
             raise jobq.StoreUnavailable("connection refused")
-        return self.store.claim(now, until)
+        return self.store.claim(now, until, by)
 
     def done(self, job: jobq.Job) -> bool:
         return self.store.done(job)
@@ -436,10 +438,12 @@ class SlowClaims(Shared):
         self.go = threading.Event()
         self.claim = self._slow_claim
 
-    def _slow_claim(self, now: datetime, until: datetime) -> jobq.Job | None:
+    def _slow_claim(
+        self, now: datetime, until: datetime, by: jobq.Claimant | None = None
+    ) -> jobq.Job | None:
         self.claiming.set()
         self.go.wait(LIVENESS)
-        return self._store.claim(now, until)
+        return self._store.claim(now, until, by)
 
 
 async def test_jobs_a_claim_took_as_the_queue_stopped_go_back_at_once(

@@ -250,9 +250,11 @@ async def test_a_queue_waits_for_the_store_in_a_thread_never_on_the_loop(
     claims: list[int] = []
 
     class Watched(MemoryStore):
-        def claim_many(self, now: datetime, until: datetime, most: int) -> list[jobq.Job]:
+        def claim_many(
+            self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
+        ) -> list[jobq.Job]:
             claims.append(threading.get_ident())
-            return super().claim_many(now, until, most)
+            return super().claim_many(now, until, most, by)
 
     q = jobq.Queue(Watched(), poll=0.05)
     task = asyncio.create_task(q.run())

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs, then 0002_jobs) to have
+# What the Store expects the migrations (0001_jobs, 0002_jobs, then 0003_jobs) to have
 # made: tests compare the two. utf8mb4_bin: a schedule's name and a kind
 # compare as they are written, not case- or accent-blind as the servers'
 # default collations would. Keys are SHA-256 hashes in hex: ASCII, compared
@@ -69,6 +69,7 @@ SCHEMA = (
         alone_key  VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin,
         at_once    INT,
         carried    TEXT,
+        claimed_by VARCHAR(255),
         INDEX jobs_due (failed_at, priority DESC, run_at, id),
         UNIQUE INDEX jobs_unique (kind, unique_key),
         INDEX jobs_alone (kind, alone_key),
@@ -128,25 +129,33 @@ _CLAIM = """
     AND (due.alone_key IS NULL OR 0 = (
         SELECT COUNT(*) FROM jobs AS mate FORCE INDEX (jobs_held)
         WHERE mate.held_until > :now AND mate.kind = due.kind AND mate.alone_key = due.alone_key
-    )){passed_over}
+    )){kinds}{passed_over}
     ORDER BY due.priority DESC, due.run_at, due.id LIMIT :most
     FOR UPDATE SKIP LOCKED
     """
 
 
 @functools.lru_cache(maxsize=64)
-def _claim(keys: int, kinds: int) -> TextClause:
+def _claim(keys: int, kinds: int, only: int | None = None) -> TextClause:
     """The claim, passing over ``keys`` (kind, key) pairs and ``kinds`` kinds' limited jobs.
 
     A batch claim that met limited jobs it could not take claims again past
-    them: ``_Passed`` names them.
+    them: ``_Passed`` names them. ``only``: how many kinds the claimant names
+    (``:ok0``, ...), of which alone it claims; None for any. A job of another
+    kind is passed over, and not touched (nor locked: the condition is the
+    row's own, read before the lock).
     """
+    allowed = (
+        ""
+        if only is None
+        else "\n    AND due.kind IN (" + ", ".join(f":ok{i}" for i in range(only)) + ")"
+    )
     passed_over = "".join(
         f"\n    AND NOT (due.kind = :pk{i} AND due.alone_key = :pa{i})" for i in range(keys)
     ) + "".join(
         f"\n    AND NOT (due.kind = :ck{i} AND due.at_once IS NOT NULL)" for i in range(kinds)
     )
-    return text(_CLAIM.format(columns=rows.COLUMNS, passed_over=passed_over))
+    return text(_CLAIM.format(columns=rows.COLUMNS, kinds=allowed, passed_over=passed_over))
 
 
 # A claim that found limited jobs takes the lock rows of their kinds (for at
@@ -202,8 +211,8 @@ _RANK = text(
 # already, so there is no lock to upgrade, which two claims could deadlock on.
 # A claimed job's key goes: a push of its value while it runs is a new job.
 _HOLD = text(
-    "UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL "
-    "WHERE id IN :ids"
+    "UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL, "
+    "claimed_by = :by WHERE id IN :ids"
 )
 
 _PUSH = text(
@@ -532,8 +541,8 @@ class Jobs:
         params["unique_key"] = None
         job.id = str(self._run(lambda sql: sql.insert(_PUSH, params), alone=True))
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
-        claimed = self.claim_many(now, until, 1)
+    def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
+        claimed = self.claim_many(now, until, 1, by)
         return claimed[0] if claimed else None
 
     def done(self, job: Job) -> bool:
@@ -681,8 +690,13 @@ class Jobs:
 
     # BatchStore
 
-    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
+    ) -> list[Job]:
         claimed: list[Job] = []
+        claimant = rows.claimant(by)
+        if claimant["kinds"] == []:
+            return claimed
         passed = _Passed()
         for _ in range(_PASSES):
             if len(claimed) >= most:
@@ -691,7 +705,13 @@ class Jobs:
                 passed.locked.clear()  # the pass before committed, letting its lock rows go
             got, again = self._run(
                 functools.partial(
-                    _claim_once, now=now, until=until, most=most - len(claimed), passed=passed
+                    _claim_once,
+                    now=now,
+                    until=until,
+                    most=most - len(claimed),
+                    passed=passed,
+                    by=claimant["by"],
+                    kinds=claimant["kinds"],
                 )
             )
             claimed += got
@@ -849,7 +869,14 @@ class _Passed:
 
 
 def _claim_once(
-    sql: _Statements, *, now: datetime, until: datetime, most: int, passed: _Passed
+    sql: _Statements,
+    *,
+    now: datetime,
+    until: datetime,
+    most: int,
+    passed: _Passed,
+    by: str | None = None,
+    kinds: list[str] | None = None,
 ) -> tuple[list[Job], bool]:
     """Claim up to ``most`` jobs in one transaction; say too whether to claim again past some.
 
@@ -859,7 +886,9 @@ def _claim_once(
     it found all it asked for, a claim past them may find more.
     """
     params = {"now": rows.ms(now), "until": rows.ms(until), "most": most}
-    found = sql.rows(_claim(len(passed.keys), len(passed.kinds)), {**params, **passed.params()})
+    only = {f"ok{i}": kind for i, kind in enumerate(kinds or ())}
+    claim = _claim(len(passed.keys), len(passed.kinds), None if kinds is None else len(kinds))
+    found = sql.rows(claim, {**params, **passed.params(), **only})
     if not found:
         return [], False
     # By COLUMNS: 0 id, 1 kind, 8 alone_key, 9 at_once.
@@ -903,10 +932,11 @@ def _claim_once(
                 passed.kinds.add(row[1])
         again = again and len(found) == most
     if taken:
-        sql.count(_HOLD, {**params, "ids": tuple(int(row[0]) for row in taken)})
+        sql.count(_HOLD, {**params, "by": by, "ids": tuple(int(row[0]) for row in taken)})
     claimed = [rows.job(row) for row in taken]
     for job in claimed:
         job.attempts += 1
+        job.claimed_by = by
     return claimed, again
 
 

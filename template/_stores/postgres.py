@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs, then 0002_jobs) to have
+# What the Store expects the migrations (0001_jobs, 0002_jobs, then 0003_jobs) to have
 # made: tests compare the two.
 SCHEMA = (
     """
@@ -66,7 +66,8 @@ SCHEMA = (
         unique_key text,
         alone_key  text,
         at_once    integer,
-        carried    text
+        carried    text,
+        claimed_by text
     )
     """,
     # The claim's index, in claim order: only jobs that may run are in it, so
@@ -118,6 +119,9 @@ _FOREVER = 2**63 - 1
 def _due(jobs: str) -> str:
     """What a due job (of the table named ``jobs`` in the query) of a kind not held back is.
 
+    Of the claimant's kinds only (:kinds, NULL for any): a job of another kind
+    is passed over as a held-back kind's is, and not touched.
+
     The held kinds are an anti-join, not ``kind <> ALL (ARRAY(...))``: the
     planner can't see into an array read as the statement runs, guessed that
     few jobs passed it, and sorted every due job for a batch rather than read
@@ -126,6 +130,7 @@ def _due(jobs: str) -> str:
     """
     return f"""
     failed_at IS NULL AND run_at <= :now AND held_until <= :now
+    AND (CAST(:kinds AS text[]) IS NULL OR {jobs}.kind = ANY (CAST(:kinds AS text[])))
     AND NOT EXISTS (
         SELECT 1 FROM held_kinds AS held
         WHERE held.kind = {jobs}.kind AND held.held_until > :now
@@ -165,7 +170,7 @@ _PRIORITIES = """
 _LIMITED = "(alone_key IS NOT NULL OR at_once IS NOT NULL)"
 _UNLIMITED = "alone_key IS NULL AND at_once IS NULL"
 _ORDER = "ORDER BY priority DESC, run_at, id"
-_HOLD = "SET held_until = :until, attempts = attempts + 1, unique_key = NULL"
+_HOLD = "SET held_until = :until, attempts = attempts + 1, unique_key = NULL, claimed_by = :by"
 _NONE = ", ".join(["NULL"] * len(rows.COLUMNS.split(", ")))
 # A claim clears the key, and gives the job back with the key it had, which a
 # hold-back puts back.
@@ -614,8 +619,8 @@ class Jobs:
         params["unique_key"] = None  # a plain push holds no key
         job.id = str(self._run(lambda sql: sql.rows(_PUSH, params))[0][0])
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
-        claimed = self.claim_many(now, until, 1)
+    def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
+        claimed = self.claim_many(now, until, 1, by)
         return claimed[0] if claimed else None
 
     def done(self, job: Job) -> bool:
@@ -629,10 +634,13 @@ class Jobs:
 
     # BatchStore
 
-    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
-        if most < 1:
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
+    ) -> list[Job]:
+        claimant = rows.claimant(by)
+        if most < 1 or claimant["kinds"] == []:
             return []
-        params = {"now": rows.ms(now), "until": rows.ms(until), "most": most}
+        params = {"now": rows.ms(now), "until": rows.ms(until), "most": most, **claimant}
         found = self._run(lambda sql: sql.rows(_CLAIM, params))
         claimed = [rows.job(row) for row in found if not row[-1]]
         if len(claimed) < most and len(claimed) < len(found):

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BEGIN", "SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs, then 0002_jobs) to have
+# What the Store expects the migrations (0001_jobs, 0002_jobs, then 0003_jobs) to have
 # made: tests compare the two.
 SCHEMA = (
     # AUTOINCREMENT: an ID is never given twice, even once its job is gone, so a
@@ -60,6 +60,9 @@ SCHEMA = (
         carried    TEXT
     )
     """,
+    # 0003_jobs: the instance of each job's latest claim (jobq.Claimant), as
+    # SQLite's ALTER TABLE writes it into the table's SQL.
+    "ALTER TABLE jobs ADD COLUMN claimed_by TEXT",
     # The claim's index, in claim order: only jobs that may run are in it, so
     # neither failed jobs nor the ones waiting for later add to what a poll reads.
     "CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id) WHERE failed_at IS NULL",
@@ -105,11 +108,13 @@ _PRIORITIES = """
 # The first {most} due jobs that may each be claimed, in claim order, given
 # what is held now (docs/store.md, "What a claim may take"): none of a kind
 # held back or paused, of a OneAtATime key a held job has, or of an AtOnce
-# kind that has its n held.
+# kind that has its n held; and of the claimant's kinds only (:kinds, a JSON
+# array, or NULL for any: passed over, a job of another kind is not touched).
 _MAY = """
     SELECT {columns} FROM jobs AS due
     WHERE due.failed_at IS NULL AND due.priority IN (SELECT p FROM priorities)
       AND due.run_at <= :now AND due.held_until <= :now
+      AND (:kinds IS NULL OR due.kind IN (SELECT value FROM json_each(:kinds)))
       AND NOT EXISTS (
           SELECT 1 FROM held_kinds
           WHERE held_kinds.kind = due.kind AND held_kinds.held_until > :now
@@ -184,10 +189,10 @@ def _claim(most: int) -> TextClause:
         WITH RECURSIVE {_PRIORITIES},
         may AS MATERIALIZED ({_MAY.format(columns=_MAY_COLUMNS, most=most)}),
         limited AS (SELECT kind FROM may WHERE alone_key IS NOT NULL OR at_once IS NOT NULL)
-        UPDATE jobs SET held_until = :until, attempts = attempts + 1
+        UPDATE jobs SET held_until = :until, attempts = attempts + 1, claimed_by = :by
         WHERE id IN ({chosen})
         RETURNING id, kind, payload, run_at, attempts, error, failed_at, unique_key,
-            alone_key, at_once, carried, priority
+            alone_key, at_once, carried, priority, claimed_by
         """
     )
 
@@ -496,8 +501,8 @@ class Jobs:
                 cursor.connection.close()
             raise _portable(error, False) from error
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
-        claimed = self.claim_many(now, until, 1)
+    def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
+        claimed = self.claim_many(now, until, 1, by)
         return claimed[0] if claimed else None
 
     def done(self, job: Job) -> bool:
@@ -517,10 +522,18 @@ class Jobs:
 
     # BatchStore
 
-    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
-        params = {"now": rows.ms(now), "until": rows.ms(until)}
-        if most < 1:
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
+    ) -> list[Job]:
+        claimant = rows.claimant(by)
+        if most < 1 or claimant["kinds"] == []:
             return []
+        params = {
+            "now": rows.ms(now),
+            "until": rows.ms(until),
+            "by": claimant["by"],
+            "kinds": None if claimant["kinds"] is None else json.dumps(claimant["kinds"]),
+        }
         if self._connection is None:
             with self._read() as sql:
                 if not sql.rows(_ANY_DUE, params):

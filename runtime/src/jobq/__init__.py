@@ -17,7 +17,7 @@ from jobq.errors import (
     StoreUnavailable,
     ValueDoesNotFit,
 )
-from jobq.job import Job, Outcome, Ran
+from jobq.job import Claimant, Job, Outcome, Ran
 from jobq.kind import Kind, default_backoff
 from jobq.limiter import Limiter
 from jobq.queue import Queue
@@ -49,6 +49,7 @@ __all__ = [
     "Carrier",
     "CarryStore",
     "CarryTooLarge",
+    "Claimant",
     "ConfigError",
     "Cron",
     "Every",

@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from jobq.job import Job
+from jobq.job import Claimant, Job
 from jobq.log import say, say_job
 from jobq.store import (
     BatchStore,
@@ -35,7 +36,7 @@ from jobq.store import (
     Store,
 )
 
-__all__ = ["Kept", "Settle", "Stale", "StoreCalls"]
+__all__ = ["Kept", "Settle", "Stale", "StoreCalls", "takes_claimant"]
 
 R = TypeVar("R")
 
@@ -64,6 +65,11 @@ class StoreCalls:
         self.store = store
         # Checked once: an isinstance of a runtime Protocol reads every method, each time.
         self._batching = store if isinstance(store, BatchStore) else None
+        # Whether its claims take a Claimant: a store from before they did is claimed
+        # from without one, its claims then blind to the kinds this instance runs.
+        self.takes_claimant = takes_claimant(
+            self._batching.claim_many if self._batching is not None else store.claim
+        )
         self._executor = executor
         self._batch: list[_Call] = []
         self._settles: list[tuple[Settle, Job, Kept]] = []
@@ -76,11 +82,19 @@ class StoreCalls:
         run = functools.partial(contextvars.copy_context().run, fn, *args)
         return await loop.run_in_executor(self._executor, run)
 
-    def claim(self, now: datetime, until: datetime, most: int = 1) -> asyncio.Future[list[Job]]:
-        """Up to ``most`` jobs due at ``now``, held until ``until``, claimed in one go."""
+    def claim(
+        self, now: datetime, until: datetime, most: int = 1, by: Claimant | None = None
+    ) -> asyncio.Future[list[Job]]:
+        """Up to ``most`` jobs due at ``now``, held until ``until``, claimed in one go by ``by``."""
+        if not self.takes_claimant:
+            by = None
         if self._batching is not None:
-            return self._batched(self._batching.claim_many, now, until, most)
-        return self._batched(_claim, self.store, now, until, most)
+            if by is None:
+                return self._batched(self._batching.claim_many, now, until, most)
+            return self._batched(
+                functools.partial(self._batching.claim_many, by=by), now, until, most
+            )
+        return self._batched(_claim, self.store, now, until, most, by)
 
     def settle(self, how: Settle, job: Job) -> asyncio.Future[None]:
         """``store.done(job)``, ``retry`` or ``fail``, in the next hop with the settles that meet.
@@ -168,11 +182,25 @@ class StoreCalls:
             self._hopper = None
 
 
-def _claim(store: Store, now: datetime, until: datetime, most: int) -> list[Job]:
+def _claim(
+    store: Store, now: datetime, until: datetime, most: int, by: Claimant | None
+) -> list[Job]:
     jobs: list[Job] = []
-    while len(jobs) < most and (job := store.claim(now, until)) is not None:
+    while len(jobs) < most:
+        job = store.claim(now, until) if by is None else store.claim(now, until, by=by)
+        if job is None:
+            break
         jobs.append(job)
     return jobs
+
+
+def takes_claimant(claim: Callable[..., Any]) -> bool:
+    """Whether ``claim`` takes ``by=``: it names it, or takes any keyword (a wrapper's)."""
+    try:
+        parameters = inspect.signature(claim).parameters.values()
+    except (TypeError, ValueError):  # a callable inspect cannot read: claimed from as before
+        return False
+    return any(p.name == "by" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> set[str] | None:

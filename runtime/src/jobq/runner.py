@@ -12,6 +12,9 @@ import contextvars
 import heapq
 import inspect
 import logging
+import os
+import secrets
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -28,7 +31,7 @@ from jobq.carry import Carrier, restore
 from jobq.deadline import Deadline, Deadlines
 from jobq.errors import Permanent, StoreError, ValueDoesNotFit
 from jobq.holds import Holds
-from jobq.job import Job, Outcome, Ran, new_ran
+from jobq.job import Claimant, Job, Outcome, Ran, new_ran
 from jobq.kind import Kind, seconds
 from jobq.log import say, say_job
 from jobq.store import GiveBackStore, HoldBackStore, NotifyStore, RenewStore, Store
@@ -153,6 +156,8 @@ class Runner:
         else:
             longest = max((k.options.timeout for k in kinds.values()), default=0.0)
             self.hold = timedelta(seconds=longest) + _HOLD_MARGIN
+        # Who claims, made once a run: this process, and the kinds it has handlers for.
+        self.claimant = Claimant(instance=_instance(), kinds=frozenset(kinds))
         self._calls = StoreCalls(self.store)
         self._handler_threads: HandlerThreads | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -262,7 +267,7 @@ class Runner:
         try:
             while True:
                 now = datetime.now(UTC)
-                jobs = await self._calls.claim(now, now + self.hold)
+                jobs = await self._calls.claim(now, now + self.hold, 1, self.claimant)
                 if not jobs:
                     return ran
                 job = jobs[0]
@@ -320,7 +325,7 @@ class Runner:
         """
         self._wakeup.clear()  # a push from now on wakes the wait below
         now = datetime.now(UTC)
-        claim = self._calls.claim(now, now + self.hold, most)
+        claim = self._calls.claim(now, now + self.hold, most, self.claimant)
         try:
             jobs = await asyncio.shield(claim)
         except asyncio.CancelledError:
@@ -744,12 +749,19 @@ class Runner:
         self._observe(_ran(attempt, Outcome.RETRIED))
 
     async def _no_handler(self, job: Job, now: datetime) -> None:
-        """Another version of the app pushed it: let it go back for an instance that has one."""
-        if await self._hold_back(
-            job,
-            now + timedelta(seconds=self.queue.poll),
-            f"no handler for kind {job.kind!r} on this instance",
-        ):
+        """Another version of the app pushed it: let it go back for an instance that has one.
+
+        Only a store whose claims take no Claimant hands this instance such a
+        job (the others pass it over): its kind is then held back for a poll
+        where the store can, or else the job is retried after one, lest this
+        instance claim it again at once.
+        """
+        why = f"no handler for kind {job.kind!r} on this instance"
+        if self._calls.takes_claimant:
+            went_back = await self._give_back(job, why)  # a race with no cost: alone
+        else:
+            went_back = await self._hold_back(job, now + timedelta(seconds=self.queue.poll), why)
+        if went_back:
             say_job(
                 job,
                 logging.WARNING,
@@ -802,6 +814,12 @@ class Runner:
             observe(ran)
         except Exception as e:
             say(logging.ERROR, "observe failed", trace=e, kind=ran.kind, err=e)
+
+
+def _instance() -> str:
+    """This process's name as a claimant: its host, its ID, and a short random part (a
+    process ID is reused, in a container always 1)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 def _ran(attempt: _Attempt, outcome: Outcome) -> Ran:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from jobq.job import Job
+from jobq.job import Claimant, Job
 from jobq.stats import KindStats
 
 __all__ = [
@@ -50,7 +50,7 @@ class Store(Protocol):
         """
         ...
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
+    def claim(self, now: datetime, until: datetime, by: Claimant | None = None) -> Job | None:
         """Hold the job to run next at ``now`` that no claim holds.
 
         Of the jobs due at ``now``, that is the one of highest ``priority``,
@@ -60,6 +60,11 @@ class Store(Protocol):
         the same job while its hold lasts. A failed job is never claimed; a job
         whose hold ran out (its worker was killed) is claimed again. A store
         with the limit extras keeps their promises here too.
+
+        ``by`` says who claims. Of ``by.kinds`` (when not None) only: a job of
+        another kind is passed over, left as it is (no attempt added, its kind
+        not held back). The job is returned, and kept, with ``claimed_by`` set
+        to ``by.instance`` (None without ``by``).
         """
         ...
 
@@ -235,7 +240,9 @@ class PauseStore(Store, Protocol):
 class BatchStore(Store, Protocol):
     """A Store that claims and settles many jobs in one go."""
 
-    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: Claimant | None = None
+    ) -> list[Job]:
         """Up to ``most`` jobs, claimed together: what ``most`` claims in a row would get.
 
         Each job is held, counted and ordered as ``claim`` promises, and every

@@ -17,7 +17,8 @@ made of one mixin a family, for a store that wants only some: StorePromises,
 FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
 LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
 HoldBackStorePromises, GiveBackStorePromises, PauseStorePromises, BatchStorePromises,
-RenewStorePromises, CarryStorePromises and StatsStorePromises. Its times
+RenewStorePromises, CarryStorePromises, StatsStorePromises and
+ClaimantPromises. Its times
 are fixed, whole milliseconds, far from now, so that no store passes by
 reading its own clock; its concurrency tests race threads (``at_once``),
 claiming one job at a time and, for a BatchStore, with ``claim_many`` too.
@@ -49,6 +50,7 @@ from __future__ import annotations
 from jobq.testing._at_once import AtOnceStorePromises
 from jobq.testing._batch import BatchStorePromises
 from jobq.testing._carry import CarryStorePromises
+from jobq.testing._claimant import ClaimantPromises
 from jobq.testing._failed import FailedStorePromises
 from jobq.testing._give_back import GiveBackStorePromises
 from jobq.testing._hold_back import HoldBackStorePromises
@@ -68,6 +70,7 @@ __all__ = [
     "AtOnceStorePromises",
     "BatchStorePromises",
     "CarryStorePromises",
+    "ClaimantPromises",
     "FailedStorePromises",
     "GiveBackStorePromises",
     "HoldBackStorePromises",
@@ -101,5 +104,6 @@ class StoreSuite(
     RenewStorePromises,
     CarryStorePromises,
     StatsStorePromises,
+    ClaimantPromises,
 ):
     """Every promise of the Store contract and its extras, for one store."""

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from jobq.job import Job
+from jobq.job import Claimant, Job
 from jobq.store import Store
 
 __all__ = ["InTransaction"]
@@ -83,9 +83,10 @@ class InTransaction:
         with self._begin() as bound:
             bound.push(job)
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
+    def claim(self, now: datetime, until: datetime, by: Claimant | None = None) -> Job | None:
         with self._begin() as bound:
-            return bound.claim(now, until)
+            # Without a claimant, as a store from before claims had one is called.
+            return bound.claim(now, until) if by is None else bound.claim(now, until, by=by)
 
     def done(self, job: Job) -> bool:
         with self._begin() as bound:
