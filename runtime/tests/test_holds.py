@@ -148,8 +148,9 @@ def test_renewals_of_a_job_stop_at_its_timeout_and_grace_but_not_while_it_is_pin
         store.push(jobq.Job(kind="k", payload=str(n), run_at=now))
     hung, pinned = store.claim_many(now, now + timedelta(minutes=5), 2)
     holds = Holds(store, timedelta(seconds=0.06))
-    holds.add(hung, renew_for=0.1)  # its worker hangs: renewed for 0.1 s, then let go
-    holds.add(pinned, renew_for=0.0)
+    until = now + timedelta(minutes=5)
+    holds.add(hung, until, renew_for=0.1)  # its worker hangs: renewed for 0.1 s, then let go
+    holds.add(pinned, until, renew_for=0.0)
     holds.pin(pinned.id)  # a plain function's thread runs on: renewed until it returns
     holds.start()
     try:
@@ -189,3 +190,58 @@ async def test_an_instance_without_a_kinds_handler_never_holds_it_back_from_one_
     # A drain waits for no poll: both run now, or it returns 0 (their kind held back).
     assert await asyncio.wait_for(new.adrain(), LIVENESS) == 2, "the new instance runs them"
     assert ran.is_set()
+
+
+class PausedAfterItsClaim(MemoryStore):
+    """A store whose first claim returns only once another instance has claimed its job:
+    the process was paused (SIGSTOP, a long GC pause) between the claim and the start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claimed = threading.Event()
+        self.taken_over = threading.Event()
+
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
+    ) -> list[jobq.Job]:
+        got = super().claim_many(now, until, most, by)
+        if got and not self.claimed.is_set():
+            self.claimed.set()
+            assert self.taken_over.wait(LIVENESS)
+        return got
+
+
+async def test_a_job_whose_hold_ran_out_between_its_claim_and_its_start_is_not_started(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = PausedAfterItsClaim()
+    q = jobq.Queue(store, hold=0.2)
+    ran: list[int] = []
+
+    @q.kind("charge")
+    async def charge(job: int) -> None:
+        ran.append(jobq.current_job().attempts)
+
+    charge.push(1)
+    elsewhere: list[jobq.Job] = []
+
+    def another_instance() -> None:
+        assert store.claimed.wait(LIVENESS)
+        deadline = time.monotonic() + LIVENESS
+        while not elsewhere and time.monotonic() < deadline:
+            now = datetime.now(UTC)
+            got = store.claim(now, now + timedelta(minutes=5))
+            if got is not None:
+                elsewhere.append(got)
+            else:
+                store.taken_over.wait(0.02)  # a poll's beat until the paused hold runs out
+        store.taken_over.set()
+
+    probe = threading.Thread(target=another_instance)
+    probe.start()
+    with caplog.at_level(logging.WARNING, logger="jobq"):
+        assert await asyncio.wait_for(q.adrain(), LIVENESS) == 0
+    probe.join(LIVENESS)
+    assert [j.attempts for j in elsewhere] == [2], "the other instance claimed it in its turn"
+    assert ran == [], "the paused instance did not start a job another claim has"
+    assert any("hold ran out before it could start" in r.getMessage() for r in caplog.records)

@@ -22,7 +22,7 @@ import inspect
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 
 from jobq.job import Claimant, Job
@@ -95,6 +95,27 @@ class StoreCalls:
                 functools.partial(self._batching.claim_many, by=by), now, until, most
             )
         return self._batched(_claim, self.store, now, until, most, by)
+
+    def claim_held(
+        self, hold: timedelta, most: int = 1, by: Claimant | None = None
+    ) -> asyncio.Future[tuple[datetime, list[Job]]]:
+        """As ``claim``, with the claim's time read in the store's thread, just before it
+        claims: a hop that waited (behind other calls, or a paused process) does not
+        shorten the hold. Returns that time with the jobs, each held until it plus ``hold``.
+        """
+        return self._batched(self._claim_now, hold, most, by)
+
+    def _claim_now(
+        self, hold: timedelta, most: int, by: Claimant | None
+    ) -> tuple[datetime, list[Job]]:
+        if not self.takes_claimant:
+            by = None
+        now = datetime.now(UTC)
+        if self._batching is None:
+            return now, _claim(self.store, now, now + hold, most, by)
+        if by is None:
+            return now, self._batching.claim_many(now, now + hold, most)
+        return now, self._batching.claim_many(now, now + hold, most, by=by)
 
     def settle(self, how: Settle, job: Job) -> asyncio.Future[None]:
         """``store.done(job)``, ``retry`` or ``fail``, in the next hop with the settles that meet.

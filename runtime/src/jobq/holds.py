@@ -25,6 +25,7 @@ __all__ = ["Holds"]
 @dataclass(slots=True)
 class _Held:
     job: Job
+    held_until: datetime  # as the store holds it: the claim's until, then each renewal's
     renew_until: float  # time.monotonic(): renewals stop then, so a hung worker lets go
     pinned: bool = False  # a plain function runs on past its timeout: renewed till it returns
 
@@ -46,9 +47,16 @@ class Holds:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def add(self, job: Job, renew_for: float) -> None:
+    def add(self, job: Job, until: datetime, renew_for: float) -> None:
+        """Hold ``job``, claimed until ``until``; renew it for ``renew_for`` seconds."""
         with self._lock:
-            self._held[job.id] = _Held(job, time.monotonic() + renew_for)
+            self._held[job.id] = _Held(job, until, time.monotonic() + renew_for)
+
+    def holds(self, id: str, at: datetime) -> bool:
+        """Whether the job is held here still at ``at``, as far as this run knows."""
+        with self._lock:
+            held = self._held.get(id)
+            return held is not None and held.held_until > at
 
     def pop(self, id: str) -> None:
         """No longer held from here: settled or put back (a renewal that met it would take it
@@ -91,8 +99,9 @@ class Holds:
                 jobs = [h.job for h in self._held.values() if h.pinned or h.renew_until > now]
             if not jobs:
                 continue
+            until = datetime.now(UTC) + self._hold
             try:
-                kept = set(store.renew(jobs, datetime.now(UTC) + self._hold))
+                kept = set(store.renew(jobs, until))
             except Exception as e:
                 if not failing:  # one line for an outage, not one a beat
                     say(
@@ -107,6 +116,10 @@ class Holds:
             failing = False
             for job in jobs:
                 if job.id in kept:
+                    with self._lock:
+                        renewed = self._held.get(job.id)
+                        if renewed is not None and renewed.job is job:
+                            renewed.held_until = until
                     continue
                 with self._lock:
                     lost = self._held.get(job.id)

@@ -8,6 +8,7 @@ thread pools, the jobs held, the side tasks) and goes with the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import heapq
 import inspect
@@ -156,6 +157,10 @@ class Runner:
         else:
             longest = max((k.options.timeout for k in kinds.values()), default=0.0)
             self.hold = timedelta(seconds=longest) + _HOLD_MARGIN
+        # A job starts only while its claim holds it for this much longer at least: with
+        # renewals, past the next renewal's beat (a third of a hold); without, within
+        # the margin its hold has past the kinds' timeouts.
+        self._start_margin = self.hold / 2 if self.renewing else _HOLD_MARGIN / 2
         # Who claims, made once a run: this process, and the kinds it has handlers for.
         self.claimant = Claimant(instance=_instance(), kinds=frozenset(kinds))
         self._calls = StoreCalls(self.store)
@@ -229,7 +234,7 @@ class Runner:
                 claimed, jobs = await self._claim_or_wait(slots.free)
                 for job in jobs:
                     give = slots.take()
-                    self._held.add(job, self._renew_for(job))
+                    self._held.add(job, claimed + self.hold, self._renew_for(job))
                     # The task leaves ``running`` as it ends (see _work): no callback a job.
                     running.add(
                         self._loop.create_task(
@@ -266,12 +271,11 @@ class Runner:
         self._held.start()  # a drain renews the jobs it runs, as run() does
         try:
             while True:
-                now = datetime.now(UTC)
-                jobs = await self._calls.claim(now, now + self.hold, 1, self.claimant)
+                now, jobs = await self._calls.claim_held(self.hold, 1, self.claimant)
                 if not jobs:
                     return ran
                 job = jobs[0]
-                self._held.add(job, self._renew_for(job))
+                self._held.add(job, now + self.hold, self._renew_for(job))
                 # A task of its own: the job runs in a copy of the caller's context.
                 run = asyncio.create_task(self._work(job, _nothing, now), name=f"jobq job {job.id}")
                 ran += await run
@@ -325,9 +329,9 @@ class Runner:
         """
         self._wakeup.clear()  # a push from now on wakes the wait below
         now = datetime.now(UTC)
-        claim = self._calls.claim(now, now + self.hold, most, self.claimant)
+        claim = self._calls.claim_held(self.hold, most, self.claimant)
         try:
-            jobs = await asyncio.shield(claim)
+            now, jobs = await asyncio.shield(claim)
         except asyncio.CancelledError:
             await self._put_back_claimed(claim)
             raise
@@ -348,14 +352,14 @@ class Runner:
             await self._wait(self._until_next_due(now))
         return now, jobs
 
-    async def _put_back_claimed(self, claim: asyncio.Future[list[Job]]) -> None:
+    async def _put_back_claimed(self, claim: asyncio.Future[tuple[datetime, list[Job]]]) -> None:
         """The queue stopped as a claim ran in its thread: let its jobs go, due as they were.
 
         Otherwise they would wait out their hold for nobody. With a GiveBackStore
         or a HoldBackStore the claim's attempt is taken back, as the jobs never ran.
         """
         try:
-            jobs = await claim
+            _, jobs = await claim
         except Exception:
             return  # it claimed nothing
         for job in jobs:
@@ -476,6 +480,9 @@ class Runner:
         assert loop is not None  # set as the run starts, with deadlines
         assert deadlines is not None
         try:
+            if not self._held.holds(job.id, datetime.now(UTC) + self._start_margin):
+                await self._not_started(job)
+                return False
             kind = self.kinds.get(job.kind)
             if kind is None:
                 await self._no_handler(job, datetime.now(UTC))
@@ -747,6 +754,22 @@ class Runner:
         )
         attempt.error = asyncio.CancelledError(why)
         self._observe(_ran(attempt, Outcome.RETRIED))
+
+    async def _not_started(self, job: Job) -> None:
+        """A job whose hold ran out, or nearly, before it could start (the process was paused
+        between its claim and its start, or its claim waited for a lock past its hold): it
+        is left for the claim that may have it now, its attempt given back if none has."""
+        self._held.pop(job.id)
+        if isinstance(self.store, GiveBackStore):
+            with contextlib.suppress(Exception):  # logged as it failed; left to its hold
+                await self._calls.give_back(job)  # fenced: a later claim's job is left alone
+        say_job(
+            job,
+            logging.WARNING,
+            "a job's hold ran out before it could start here; it is not started, and is "
+            "left for the claim that has it (was this process paused?)",
+            attempt=job.attempts,
+        )
 
     async def _no_handler(self, job: Job, now: datetime) -> None:
         """Another version of the app pushed it: let it go back for an instance that has one.
