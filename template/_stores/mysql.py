@@ -396,8 +396,8 @@ _RUN_AGAIN = text(
 )
 
 _PRUNE = text("DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before")
-# And the kinds whose hold or pause ended, and the lock rows of keys no job has.
-_PRUNE_KINDS = text("DELETE FROM held_kinds WHERE held_until < :before")
+# And the kinds whose hold or pause has ended, and the lock rows of keys no job has.
+_PRUNE_KINDS = text("DELETE FROM held_kinds WHERE held_until < :now")
 _PRUNE_LOCKS = text(
     """
     DELETE FROM job_locks WHERE alone_key <> '' AND NOT EXISTS (
@@ -768,13 +768,14 @@ class Jobs:
 
         return self._run(work)
 
-    def prune(self, before: datetime) -> int:
+    def prune(self, before: datetime, now: datetime | None = None) -> int:
         """Delete the jobs that failed for good before ``before``; say how many.
 
         Also lets go of what claims no longer need: kinds held back or paused
-        until before ``before``, and the lock rows of keys no job has.
+        until a time passed at ``now`` (the clock's, unless given), and the lock
+        rows of keys no job has.
         """
-        params = {"before": rows.ms(before)}
+        params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
 
         def work(sql: _Statements) -> int:
             sql.count(_PRUNE_KINDS, params)

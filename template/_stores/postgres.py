@@ -532,10 +532,12 @@ _RUN_AGAIN = text(
     """
 )
 
-# The lock rows of keys no job has any more go with the failed jobs.
+# The lock rows of keys no job has any more go with the failed jobs, and the
+# kinds whose hold or pause has ended (a rate's hold-backs leave a row a kind).
 _PRUNE = text(
     """
-    WITH unused AS (
+    WITH ended AS (DELETE FROM held_kinds WHERE held_until < :now),
+    unused AS (
         DELETE FROM job_locks AS lock WHERE lock.alone_key <> '' AND NOT EXISTS (
             SELECT 1 FROM jobs WHERE jobs.kind = lock.kind AND jobs.alone_key = lock.alone_key
         )
@@ -807,9 +809,14 @@ class Jobs:
         listener.start()
         return listener.stop
 
-    def prune(self, before: datetime) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many."""
-        return int(self._run(lambda sql: sql.rows(_PRUNE, {"before": rows.ms(before)}))[0][0])
+    def prune(self, before: datetime, now: datetime | None = None) -> int:
+        """Delete the jobs that failed for good before ``before``; say how many.
+
+        Also the kinds held back or paused until a time passed at ``now`` (the
+        clock's, unless given), and the lock rows of keys no job has.
+        """
+        params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
+        return int(self._run(lambda sql: sql.rows(_PRUNE, params))[0][0])
 
     def _run(self, work: Callable[[_Statements], _T]) -> _T:
         """Run ``work``: in the bound connection's transaction, or as statements of their own.

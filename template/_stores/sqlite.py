@@ -401,6 +401,8 @@ _RUN_AGAIN = text(
 )
 
 _PRUNE = text("DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before")
+# And the kinds whose hold or pause has ended: a rate's hold-backs leave a row a kind.
+_PRUNE_KINDS = text("DELETE FROM held_kinds WHERE held_until < :now")
 
 # Runs only move forward: no row back means this run, or a later one, was pushed already.
 _SCHEDULE = text(
@@ -683,9 +685,14 @@ class Jobs:
             found = sql.rows(_STATS, {"now": rows.ms(now)})
         return [_kind_stats(*row) for row in sorted(found)]
 
-    def prune(self, before: datetime) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many."""
+    def prune(self, before: datetime, now: datetime | None = None) -> int:
+        """Delete the jobs that failed for good before ``before``; say how many.
+
+        Also the kinds held back or paused until a time passed at ``now`` (the
+        clock's, unless given).
+        """
         with self._write() as sql:
+            sql.count(_PRUNE_KINDS, {"now": rows.ms(now or datetime.now(UTC))})
             return sql.count(_PRUNE, {"before": rows.ms(before)})
 
     def _pushing_cursor(self) -> sqlite3.Cursor:
