@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import select
 import threading
 from contextlib import contextmanager, nullcontext
@@ -119,8 +120,9 @@ _FOREVER = 2**63 - 1
 def _due(jobs: str) -> str:
     """What a due job (of the table named ``jobs`` in the query) of a kind not held back is.
 
-    Of the claimant's kinds only (:kinds, NULL for any): a job of another kind
-    is passed over as a held-back kind's is, and not touched.
+    Of the claimant's kinds only, in the statement ``_of_kinds`` makes of it
+    (the marker is left out for any kind): a job of another kind is passed
+    over as a held-back kind's is, and not touched.
 
     The held kinds are an anti-join, not ``kind <> ALL (ARRAY(...))``: the
     planner can't see into an array read as the statement runs, guessed that
@@ -130,7 +132,7 @@ def _due(jobs: str) -> str:
     """
     return f"""
     failed_at IS NULL AND run_at <= :now AND held_until <= :now
-    AND (CAST(:kinds AS text[]) IS NULL OR {jobs}.kind = ANY (CAST(:kinds AS text[])))
+    /*kinds:{jobs}*/
     AND NOT EXISTS (
         SELECT 1 FROM held_kinds AS held
         WHERE held.kind = {jobs}.kind AND held.held_until > :now
@@ -166,6 +168,24 @@ _PRIORITIES = """
         ) FROM priorities AS p WHERE p.priority IS NOT NULL
     )
 """
+
+
+@functools.cache
+def _of_kinds(statement: TextClause, filtered: bool) -> TextClause:
+    """A claim statement taking only the kinds in :kinds, or (``filtered`` False) any kind.
+
+    Two statements, not one with ``:kinds IS NULL OR ...``: that OR, which a
+    generic plan cannot fold away, changed the plans of the limited claims and
+    made them take fewer jobs at once than their limits allow.
+    """
+    return text(
+        re.sub(
+            r"/\*kinds:(\w+)\*/",
+            lambda m: f"AND {m[1]}.kind = ANY (CAST(:kinds AS text[]))" if filtered else "",
+            statement.text,
+        )
+    )
+
 
 _LIMITED = "(alone_key IS NOT NULL OR at_once IS NOT NULL)"
 _UNLIMITED = "alone_key IS NULL AND at_once IS NULL"
@@ -643,7 +663,8 @@ class Jobs:
         if most < 1 or claimant["kinds"] == []:
             return []
         params = {"now": rows.ms(now), "until": rows.ms(until), "most": most, **claimant}
-        found = self._run(lambda sql: sql.rows(_CLAIM, params))
+        filtered = params["kinds"] is not None
+        found = self._run(lambda sql: sql.rows(_of_kinds(_CLAIM, filtered), params))
         claimed = [rows.job(row) for row in found if not row[-1]]
         if len(claimed) < most and len(claimed) < len(found):
             # A limited job may be due: the rest of the batch, under the locks.
@@ -664,11 +685,13 @@ class Jobs:
 
     def _claim_limited(self, sql: _Statements, params: dict[str, Any]) -> list[Job]:
         with sql.transaction():
-            locked = sql.rows(_LOCK, params)
+            filtered = params["kinds"] is not None
+            locked = sql.rows(_of_kinds(_LOCK, filtered), params)
             if not locked:
                 return []  # the limited jobs were claimed or settled meanwhile
             keys = {"lock_kinds": [k for k, _ in locked], "lock_keys": [a for _, a in locked]}
-            return [rows.job(row) for row in sql.rows(_CLAIM_LIMITED, {**params, **keys})]
+            claim = _of_kinds(_CLAIM_LIMITED, filtered)
+            return [rows.job(row) for row in sql.rows(claim, {**params, **keys})]
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
