@@ -62,7 +62,8 @@ def fill(engine: sa.Engine, n: int, due: bool) -> None:
 
 def plan(engine: sa.Engine) -> str:
     sql = str(pg._driver_sql(pg._CLAIM))
-    for name, value in (("now", pg.rows.ms(NOW)), ("until", pg.rows.ms(NOW + HOLD)), ("most", 10)):
+    given = {"now": pg.rows.ms(NOW), "until": pg.rows.ms(NOW + HOLD), "most": 10}
+    for name, value in {**given, "kinds": "NULL", "by": "NULL"}.items():
         sql = sql.replace(f"%({name})s", str(value))
     with engine.connect() as conn:
         return "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + sql))

@@ -96,7 +96,8 @@ def main() -> None:
                     for statement in ("_ANY_DUE", "_CLAIM"):
                         sql = getattr(sys.modules["sqlite"], statement).text
                         plan = conn.exec_driver_sql(
-                            f"EXPLAIN QUERY PLAN {sql}", {"now": 1, "until": 2}
+                            f"EXPLAIN QUERY PLAN {sql}",
+                            {"now": 1, "until": 2, "kinds": None, "by": None},
                         ).all()
                         print(f"  plan of {statement}: " + " / ".join(row[-1] for row in plan))
     small, large = results[100], results[100_000]

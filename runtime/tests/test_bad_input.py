@@ -122,11 +122,44 @@ def test_a_stored_value_that_is_not_json_fails_for_good_in_one_line_kept_as_it_w
     assert "\n" not in line
 
 
-def test_jobs_of_a_kind_no_instance_has_are_kept_and_said_once_a_poll(
+def test_jobs_of_a_kind_this_instance_has_no_handler_for_are_left_as_they_were(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = MemoryStore()
     q = jobq.Queue(store, poll=30)
+
+    @q.kind("here")
+    async def here(job: int) -> None: ...
+
+    for n in range(5):
+        store.push(jobq.Job(kind="gone", payload=str(n), run_at=datetime.now(UTC)))
+    with caplog.at_level(logging.INFO, logger="jobq"):
+        assert q.drain() == 0
+    assert caplog.records == [], "its claims passed them over, touching nothing"
+    # All five wait, unattempted and their kind not held back, for an instance with it.
+    now = datetime.now(UTC)
+    back = store.claim_many(now, now + timedelta(minutes=1), 10)
+    assert sorted((j.payload, j.attempts) for j in back) == [(str(n), 1) for n in range(5)]
+    assert store.failed() == []
+
+
+class ClaimsBlind(MemoryStore):
+    """A store from before claims took a Claimant: it hands over jobs of any kind."""
+
+    def claim(self, now: datetime, until: datetime) -> jobq.Job | None:  # type: ignore[override]
+        return super().claim(now, until)
+
+    def claim_many(  # type: ignore[override]
+        self, now: datetime, until: datetime, most: int
+    ) -> list[jobq.Job]:
+        return super().claim_many(now, until, most)
+
+
+def test_on_a_store_whose_claims_take_no_claimant_an_unknown_kind_is_said_once_a_poll(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = ClaimsBlind()
+    q = jobq.Queue(store, poll=30)  # type: ignore[arg-type]  # as an old app's store is
     for n in range(5):
         store.push(jobq.Job(kind="gone", payload=str(n), run_at=datetime.now(UTC)))
     with caplog.at_level(logging.INFO, logger="jobq"):

@@ -32,8 +32,8 @@ class TestInTransactionAroundMemoryStore(StoreSuite):
 class _DropsDone(MemoryStore):
     """A store whose bound done() writes nothing, as one that forgot its transaction would."""
 
-    def done(self, job: Job) -> None:
-        pass
+    def done(self, job: Job) -> bool:
+        return True  # says it kept it
 
 
 def test_a_bound_store_that_drops_a_settle_fails_the_suite() -> None:
@@ -50,17 +50,17 @@ class _OnlyAStore:
     def push(self, job: Job) -> None:
         self._memory.push(job)
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
-        return self._memory.claim(now, until)
+    def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
+        return self._memory.claim(now, until, by)
 
-    def done(self, job: Job) -> None:
-        self._memory.done(job)
+    def done(self, job: Job) -> bool:
+        return self._memory.done(job)
 
-    def retry(self, job: Job) -> None:
-        self._memory.retry(job)
+    def retry(self, job: Job) -> bool:
+        return self._memory.retry(job)
 
-    def fail(self, job: Job) -> None:
-        self._memory.fail(job)
+    def fail(self, job: Job) -> bool:
+        return self._memory.fail(job)
 
 
 _EXTRAS = [
@@ -68,6 +68,7 @@ _EXTRAS = [
     jobq.BatchStore,
     jobq.CarryStore,
     jobq.FailedStore,
+    jobq.GiveBackStore,
     jobq.HoldBackStore,
     jobq.LatestStore,
     jobq.OneAtATimeStore,

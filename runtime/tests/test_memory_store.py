@@ -22,6 +22,7 @@ class TestMemoryStore(StoreSuite):
         jobq.BatchStore,
         jobq.CarryStore,
         jobq.FailedStore,
+        jobq.GiveBackStore,
         jobq.HoldBackStore,
         jobq.LatestStore,
         jobq.OneAtATimeStore,

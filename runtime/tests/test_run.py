@@ -60,22 +60,24 @@ class Outage:
     def push(self, job: jobq.Job) -> None:
         self.store.push(job)
 
-    def claim(self, now: datetime, until: datetime) -> jobq.Job | None:
+    def claim(
+        self, now: datetime, until: datetime, by: jobq.Claimant | None = None
+    ) -> jobq.Job | None:
         if self.down:
             self.failed_claims += 1
             if self.failed_claims == 3:
                 self._loop.call_soon_threadsafe(self.failing.set)
             raise jobq.StoreUnavailable("connection refused")
-        return self.store.claim(now, until)
+        return self.store.claim(now, until, by)
 
-    def done(self, job: jobq.Job) -> None:
-        self.store.done(job)
+    def done(self, job: jobq.Job) -> bool:
+        return self.store.done(job)
 
-    def retry(self, job: jobq.Job) -> None:
-        self.store.retry(job)
+    def retry(self, job: jobq.Job) -> bool:
+        return self.store.retry(job)
 
-    def fail(self, job: jobq.Job) -> None:
-        self.store.fail(job)
+    def fail(self, job: jobq.Job) -> bool:
+        return self.store.fail(job)
 
 
 def _signal() -> tuple[asyncio.Event, Callable[..., Any]]:
@@ -282,8 +284,9 @@ async def test_a_job_still_running_after_the_grace_is_cancelled_and_put_back_due
     back = store.claim(now, now + timedelta(minutes=1))
     assert back is not None
     assert back.id == id
-    assert back.error == "stopped with the queue before it finished"
+    assert (back.attempts, back.error) == (1, None), "given back as its claim found it"
     assert [(r.kind, str(r.outcome)) for r in seen] == [("k", "retried")]
+    assert "stopped with the queue" in str(seen[0].error)
 
 
 async def test_cancelling_run_stops_it_gracefully_and_cancels_the_caller(
@@ -435,10 +438,12 @@ class SlowClaims(Shared):
         self.go = threading.Event()
         self.claim = self._slow_claim
 
-    def _slow_claim(self, now: datetime, until: datetime) -> jobq.Job | None:
+    def _slow_claim(
+        self, now: datetime, until: datetime, by: jobq.Claimant | None = None
+    ) -> jobq.Job | None:
         self.claiming.set()
         self.go.wait(LIVENESS)
-        return self._store.claim(now, until)
+        return self._store.claim(now, until, by)
 
 
 async def test_jobs_a_claim_took_as_the_queue_stopped_go_back_at_once(

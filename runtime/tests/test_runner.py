@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -142,9 +143,9 @@ class SlowToKeep(MemoryStore):
         done: Sequence[jobq.Job] = (),
         retry: Sequence[jobq.Job] = (),
         fail: Sequence[jobq.Job] = (),
-    ) -> None:
+    ) -> list[str]:
         time.sleep(0.3)
-        super().settle_many(done, retry, fail)
+        return super().settle_many(done, retry, fail)
 
 
 async def test_a_stopped_queue_returns_once_the_store_kept_what_its_jobs_came_to() -> None:
@@ -249,9 +250,11 @@ async def test_a_queue_waits_for_the_store_in_a_thread_never_on_the_loop(
     claims: list[int] = []
 
     class Watched(MemoryStore):
-        def claim_many(self, now: datetime, until: datetime, most: int) -> list[jobq.Job]:
+        def claim_many(
+            self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
+        ) -> list[jobq.Job]:
             claims.append(threading.get_ident())
-            return super().claim_many(now, until, most)
+            return super().claim_many(now, until, most, by)
 
     q = jobq.Queue(Watched(), poll=0.05)
     task = asyncio.create_task(q.run())
@@ -263,7 +266,34 @@ async def test_a_queue_waits_for_the_store_in_a_thread_never_on_the_loop(
     assert datetime.now(UTC)  # the queue stopped cleanly
 
 
-async def test_a_job_whose_worker_was_lost_in_its_last_attempt_fails_for_good_unrun(
+def _lose_its_workers(store: MemoryStore, since: datetime, times: int) -> None:
+    """Claim the one job ``times`` times, each claim's hold run out: its workers were lost."""
+    for lost in range(times):
+        at = since + timedelta(minutes=2 * lost)
+        claimed = store.claim(at, at + timedelta(minutes=1))
+        assert claimed is not None
+        assert claimed.attempts == lost + 1
+
+
+async def test_a_job_whose_worker_was_lost_in_its_last_attempt_runs_once_more(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store)
+    ran: list[int] = []
+
+    @q.kind("charge", attempts=2)
+    async def charge(job: int) -> None:
+        ran.append(jobq.current_job().attempts)
+
+    long_ago = datetime.now(UTC) - timedelta(hours=1)
+    charge.push_at(long_ago, 7)
+    _lose_its_workers(store, long_ago, 2)  # its last attempt's worker was killed
+    assert await q.adrain() == 1, "at least once: a job a lost worker cut short runs again"
+    assert ran == [3], "its extra run, past its attempts"
+    assert store.failed() == []
+
+
+async def test_a_job_whose_worker_was_lost_again_in_its_extra_run_fails_for_good_unrun(
     store: MemoryStore,
 ) -> None:
     q = jobq.Queue(store)
@@ -279,18 +309,59 @@ async def test_a_job_whose_worker_was_lost_in_its_last_attempt_fails_for_good_un
 
     long_ago = datetime.now(UTC) - timedelta(hours=1)
     charge.push_at(long_ago, 7)
-    # Two claims whose workers were lost: each hold ran out, an hour ago.
-    for lost in range(2):
-        at = long_ago + timedelta(minutes=2 * lost)
-        claimed = store.claim(at, at + timedelta(minutes=1))
-        assert claimed is not None
-        assert claimed.attempts == lost + 1
-    assert await q.adrain() == 0, "a job is never run past its attempts"
+    # Its last attempt's worker, then its extra run's, were lost: a poison pill.
+    _lose_its_workers(store, long_ago, 3)
+    assert await q.adrain() == 0, "a job is never run past its extra run"
     assert ran == []
     [job] = store.failed()
     assert job.error is not None
-    assert job.error.startswith("its worker was lost during its last attempt (2 of 2)")
+    assert job.error.startswith("its worker was lost on every try from its last attempt on")
     assert [type(e) for e in failed] == [jobq.Permanent], "on_fail is told, with the value"
+
+
+class HoldsBack:
+    """A Store with HoldBackStore but not GiveBackStore."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.push = store.push
+        self.claim = store.claim
+        self.done = store.done
+        self.retry = store.retry
+        self.fail = store.fail
+        self.hold_back = store.hold_back
+
+
+@pytest.mark.parametrize(
+    ("wrap", "attempts"),
+    [(lambda s: s, [1, 1]), (HoldsBack, [1, 1]), (lambda s: OneAtATime(s), [1, 2])],
+    ids=["give_back", "hold_back", "retried"],
+)
+async def test_a_last_attempt_cut_by_the_stops_grace_runs_at_the_next_start_and_is_not_failed(
+    store: MemoryStore, wrap: Any, attempts: list[int]
+) -> None:
+    seen: list[jobq.Ran] = []
+    q = jobq.Queue(wrap(store), grace=0.05, observe=seen.append)
+    started = asyncio.Event()
+    ran: list[int] = []
+
+    @q.kind("charge", attempts=1)
+    async def charge(job: int) -> None:
+        ran.append(jobq.current_job().attempts)
+        started.set()
+        if len(ran) == 1:
+            await asyncio.Event().wait()  # runs on until the stop's grace cuts it
+
+    charge.push(7)
+    task = asyncio.create_task(q.run())
+    await asyncio.wait_for(started.wait(), LIVENESS)
+    q.stop()
+    await asyncio.wait_for(task, LIVENESS)
+    [stopped] = seen
+    assert stopped.outcome is jobq.Outcome.RETRIED
+    assert "stopped with the queue" in str(stopped.error)
+    assert await q.adrain() == 1, "the next start runs it"
+    assert ran == attempts, "a stop is not a failure: its attempt is given back where it can be"
+    assert store.failed() == []
 
 
 async def test_a_job_whose_worker_was_lost_before_its_last_attempt_runs_again(
@@ -351,3 +422,34 @@ async def test_a_settle_callback_that_raises_is_logged_and_the_others_are_still_
         'a settle\'s callback failed err="a bug in the first callback"'
     ]
     assert store.claim(now + timedelta(hours=1), now + timedelta(hours=2)) is None, "all done"
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["settle_many", "one a call"])
+@pytest.mark.parametrize("fails", [False, True], ids=["done", "failed"])
+async def test_a_run_whose_settle_a_later_claim_dropped_is_not_observed_nor_told_to_on_fail(
+    store: MemoryStore, batched: bool, fails: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[jobq.Ran] = []
+    told: list[int] = []
+    q = jobq.Queue(store if batched else OneAtATime(store), observe=seen.append)
+
+    def note(job: int, error: BaseException) -> None:
+        told.append(job)
+
+    @q.kind("charge", attempts=1, on_fail=note)
+    async def charge(job: int) -> None:
+        # The instance stalled past the hold as this ran: another claim has the job now.
+        later = datetime.now(UTC) + timedelta(hours=1)
+        assert store.claim(later, later + timedelta(minutes=5)) is not None
+        if fails:
+            raise jobq.Permanent("the card was refused")
+
+    charge.push(7)
+    with caplog.at_level(logging.DEBUG, logger="jobq"):
+        assert await q.adrain() == 1
+    assert seen == [], "observe is told only of what the store kept"
+    assert told == [], "on_fail is told only of a failure the store kept"
+    how = "fail" if fails else "done"
+    [stale] = [r for r in caplog.records if f"a stale {how} was not kept" in r.getMessage()]
+    assert stale.levelno == logging.DEBUG
+    assert not [r for r in caplog.records if "failed for good" in r.getMessage()]

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs, then 0002_jobs) to have
+# What the Store expects the migrations (0001_jobs, 0002_jobs, then 0003_jobs) to have
 # made: tests compare the two. utf8mb4_bin: a schedule's name and a kind
 # compare as they are written, not case- or accent-blind as the servers'
 # default collations would. Keys are SHA-256 hashes in hex: ASCII, compared
@@ -69,6 +69,7 @@ SCHEMA = (
         alone_key  VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin,
         at_once    INT,
         carried    TEXT,
+        claimed_by VARCHAR(255),
         INDEX jobs_due (failed_at, priority DESC, run_at, id),
         UNIQUE INDEX jobs_unique (kind, unique_key),
         INDEX jobs_alone (kind, alone_key),
@@ -128,25 +129,33 @@ _CLAIM = """
     AND (due.alone_key IS NULL OR 0 = (
         SELECT COUNT(*) FROM jobs AS mate FORCE INDEX (jobs_held)
         WHERE mate.held_until > :now AND mate.kind = due.kind AND mate.alone_key = due.alone_key
-    )){passed_over}
+    )){kinds}{passed_over}
     ORDER BY due.priority DESC, due.run_at, due.id LIMIT :most
     FOR UPDATE SKIP LOCKED
     """
 
 
 @functools.lru_cache(maxsize=64)
-def _claim(keys: int, kinds: int) -> TextClause:
+def _claim(keys: int, kinds: int, only: int | None = None) -> TextClause:
     """The claim, passing over ``keys`` (kind, key) pairs and ``kinds`` kinds' limited jobs.
 
     A batch claim that met limited jobs it could not take claims again past
-    them: ``_Passed`` names them.
+    them: ``_Passed`` names them. ``only``: how many kinds the claimant names
+    (``:ok0``, ...), of which alone it claims; None for any. A job of another
+    kind is passed over, and not touched (nor locked: the condition is the
+    row's own, read before the lock).
     """
+    allowed = (
+        ""
+        if only is None
+        else "\n    AND due.kind IN (" + ", ".join(f":ok{i}" for i in range(only)) + ")"
+    )
     passed_over = "".join(
         f"\n    AND NOT (due.kind = :pk{i} AND due.alone_key = :pa{i})" for i in range(keys)
     ) + "".join(
         f"\n    AND NOT (due.kind = :ck{i} AND due.at_once IS NOT NULL)" for i in range(kinds)
     )
-    return text(_CLAIM.format(columns=rows.COLUMNS, passed_over=passed_over))
+    return text(_CLAIM.format(columns=rows.COLUMNS, kinds=allowed, passed_over=passed_over))
 
 
 # A claim that found limited jobs takes the lock rows of their kinds (for at
@@ -202,8 +211,8 @@ _RANK = text(
 # already, so there is no lock to upgrade, which two claims could deadlock on.
 # A claimed job's key goes: a push of its value while it runs is a new job.
 _HOLD = text(
-    "UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL "
-    "WHERE id IN :ids"
+    "UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL, "
+    "claimed_by = :by WHERE id IN :ids"
 )
 
 _PUSH = text(
@@ -281,6 +290,28 @@ _FAIL_MANY = text(
         ON jobs.id = settle.id AND jobs.attempts = settle.attempts
     SET jobs.failed_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
     WHERE jobs.failed_at IS NULL AND jobs.held_until > 0
+    """
+)
+
+# Neither server has RETURNING on a DELETE or UPDATE, so a batch learns which
+# jobs it settled from its count: all of them when it is the batch's size (no
+# more round trips in the common case), none when it is 0. Only when a fence
+# dropped some but not all does it read back which: a done job is gone, a
+# retried or failed one is no longer held, with the settle's attempts. That
+# read comes after the write, so when it finds more or fewer than the count (a
+# done job that a later claim had finished already, a retried one claimed again
+# since), which were kept is not known, and none is told as kept.
+_STILL_KEPT = text("SELECT id FROM jobs WHERE id IN :ids")
+_PUT_BACK_NOW = text(
+    """
+    SELECT id FROM jobs
+    WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NULL
+    """
+)
+_FAILED_NOW = text(
+    """
+    SELECT id FROM jobs
+    WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NOT NULL
     """
 )
 
@@ -365,8 +396,8 @@ _RUN_AGAIN = text(
 )
 
 _PRUNE = text("DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before")
-# And the kinds whose hold or pause ended, and the lock rows of keys no job has.
-_PRUNE_KINDS = text("DELETE FROM held_kinds WHERE held_until < :before")
+# And the kinds whose hold or pause has ended, and the lock rows of keys no job has.
+_PRUNE_KINDS = text("DELETE FROM held_kinds WHERE held_until < :now")
 _PRUNE_LOCKS = text(
     """
     DELETE FROM job_locks WHERE alone_key <> '' AND NOT EXISTS (
@@ -554,21 +585,21 @@ class Jobs:
         params["unique_key"] = None
         job.id = str(self._run(lambda sql: sql.insert(_PUSH, params), alone=True))
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
-        claimed = self.claim_many(now, until, 1)
+    def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
+        claimed = self.claim_many(now, until, 1, by)
         return claimed[0] if claimed else None
 
-    def done(self, job: Job) -> None:
-        self._run(lambda sql: sql.count(_DONE, rows.fence(job)), alone=True)
+    def done(self, job: Job) -> bool:
+        return self._run(lambda sql: sql.count(_DONE, rows.fence(job)), alone=True) > 0
 
-    def retry(self, job: Job) -> None:
+    def retry(self, job: Job) -> bool:
         params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": job.error}
-        self._run(lambda sql: sql.count(_RETRY, params), alone=True)
+        return self._run(lambda sql: sql.count(_RETRY, params), alone=True) > 0
 
-    def fail(self, job: Job) -> None:
+    def fail(self, job: Job) -> bool:
         job.failed_at = job.failed_at or datetime.now(UTC)
         params = {**rows.fence(job), "failed_at": rows.ms(job.failed_at), "error": job.error}
-        self._run(lambda sql: sql.count(_FAIL, params), alone=True)
+        return self._run(lambda sql: sql.count(_FAIL, params), alone=True) > 0
 
     # FailedStore
 
@@ -672,16 +703,15 @@ class Jobs:
 
         def work(sql: _Statements) -> None:
             sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
-            if job.key:
-                try:
-                    sql.count(_PUT_BACK, {**fence, "unique_key": job.key})
-                    return
-                except Exception as error:
-                    if _code(error) != _DUPLICATE:
-                        raise
-            sql.count(_PUT_BACK, {**fence, "unique_key": None})
+            _put_back(sql, job, fence)
 
         self._run(work)
+
+    # GiveBackStore
+
+    def give_back(self, job: Job) -> bool:
+        fence = rows.fence(job)
+        return self._run(lambda sql: _put_back(sql, job, fence), alone=True) > 0
 
     # PauseStore
 
@@ -704,8 +734,13 @@ class Jobs:
 
     # BatchStore
 
-    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
+    ) -> list[Job]:
         claimed: list[Job] = []
+        claimant = rows.claimant(by)
+        if claimant["kinds"] == []:
+            return claimed
         passed = _Passed()
         for _ in range(_PASSES):
             if len(claimed) >= most:
@@ -714,7 +749,13 @@ class Jobs:
                 passed.locked.clear()  # the pass before committed, letting its lock rows go
             got, again = self._run(
                 functools.partial(
-                    _claim_once, now=now, until=until, most=most - len(claimed), passed=passed
+                    _claim_once,
+                    now=now,
+                    until=until,
+                    most=most - len(claimed),
+                    passed=passed,
+                    by=claimant["by"],
+                    kinds=claimant["kinds"],
                 )
             )
             claimed += got
@@ -724,24 +765,39 @@ class Jobs:
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> None:
+    ) -> list[str]:
         if not (done or retry or fail):
-            return
+            return []
         stamped = datetime.now(UTC)
         for job in fail:
             job.failed_at = job.failed_at or stamped
 
-        def work(sql: _Statements) -> None:
+        def work(sql: _Statements) -> list[str]:
+            kept: list[str] = []
             if done:
-                sql.count(_DONE_MANY, _fences(done))
-            if retry:
-                sql.count(_RETRY_MANY, _settles(retry, [j.run_at for j in retry]))
-            if fail:
-                sql.count(_FAIL_MANY, _settles(fail, [j.failed_at or stamped for j in fail]))
+                fences = _fences(done)
+                count = sql.count(_DONE_MANY, fences)
+                if count == len(done):
+                    kept += (job.id for job in done)
+                elif count:
+                    left = {str(id) for (id,) in sql.rows(_STILL_KEPT, fences)}
+                    kept += _exactly(count, [job.id for job in done if job.id not in left])
+            for jobs, settle, check, times in (
+                (retry, _RETRY_MANY, _PUT_BACK_NOW, [j.run_at for j in retry]),
+                (fail, _FAIL_MANY, _FAILED_NOW, [j.failed_at or stamped for j in fail]),
+            ):
+                if not jobs:
+                    continue
+                count = sql.count(settle, _settles(jobs, times))
+                if count == len(jobs):
+                    kept += (job.id for job in jobs)
+                elif count:
+                    kept += _exactly(count, [str(id) for (id,) in sql.rows(check, _fences(jobs))])
+            return kept
 
         # Each statement alone: each is fenced, so one that is kept while a later
         # one fails is a settle done, and running them all again changes nothing.
-        self._run(work, alone=True)
+        return self._run(work, alone=True)
 
     # RenewStore
 
@@ -756,13 +812,14 @@ class Jobs:
 
         return self._run(work)
 
-    def prune(self, before: datetime) -> int:
+    def prune(self, before: datetime, now: datetime | None = None) -> int:
         """Delete the jobs that failed for good before ``before``; say how many.
 
         Also lets go of what claims no longer need: kinds held back or paused
-        until before ``before``, and the lock rows of keys no job has.
+        until a time passed at ``now`` (the clock's, unless given), and the lock
+        rows of keys no job has.
         """
-        params = {"before": rows.ms(before)}
+        params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
 
         def work(sql: _Statements) -> int:
             sql.count(_PRUNE_KINDS, params)
@@ -857,7 +914,14 @@ class _Passed:
 
 
 def _claim_once(
-    sql: _Statements, *, now: datetime, until: datetime, most: int, passed: _Passed
+    sql: _Statements,
+    *,
+    now: datetime,
+    until: datetime,
+    most: int,
+    passed: _Passed,
+    by: str | None = None,
+    kinds: list[str] | None = None,
 ) -> tuple[list[Job], bool]:
     """Claim up to ``most`` jobs in one transaction; say too whether to claim again past some.
 
@@ -867,7 +931,9 @@ def _claim_once(
     it found all it asked for, a claim past them may find more.
     """
     params = {"now": rows.ms(now), "until": rows.ms(until), "most": most}
-    found = sql.rows(_claim(len(passed.keys), len(passed.kinds)), {**params, **passed.params()})
+    only = {f"ok{i}": kind for i, kind in enumerate(kinds or ())}
+    claim = _claim(len(passed.keys), len(passed.kinds), None if kinds is None else len(kinds))
+    found = sql.rows(claim, {**params, **passed.params(), **only})
     if not found:
         return [], False
     # By COLUMNS: 0 id, 1 kind, 8 alone_key, 9 at_once.
@@ -911,10 +977,11 @@ def _claim_once(
                 passed.kinds.add(row[1])
         again = again and len(found) == most
     if taken:
-        sql.count(_HOLD, {**params, "ids": tuple(int(row[0]) for row in taken)})
+        sql.count(_HOLD, {**params, "by": by, "ids": tuple(int(row[0]) for row in taken)})
     claimed = [rows.job(row) for row in taken]
     for job in claimed:
         job.attempts += 1
+        job.claimed_by = by
     return claimed, again
 
 
@@ -939,6 +1006,23 @@ def _push_unique(sql: _Statements, params: Mapping[str, Any]) -> tuple[int, bool
         if found:
             return int(found[0][0]), False
     raise jobq.StoreLocked("a unique push met other pushes and claims of its key: push it again")
+
+
+def _put_back(sql: _Statements, job: Job, fence: dict[str, Any]) -> int:
+    """The job back as its claim found it, with its key unless another job has it now."""
+    if job.key:
+        try:
+            return sql.count(_PUT_BACK, {**fence, "unique_key": job.key})
+        except Exception as error:
+            if _code(error) != _DUPLICATE:
+                raise
+    return sql.count(_PUT_BACK, {**fence, "unique_key": None})
+
+
+def _exactly(count: int, found: list[str]) -> list[str]:
+    """The IDs read back after a settle that kept ``count`` of its batch, when they are that
+    many; none when they are not (which were kept is then not known: none is told as kept)."""
+    return found if len(found) == count else []
 
 
 def _fences(jobs: Sequence[Job]) -> dict[str, Any]:

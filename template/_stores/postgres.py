@@ -26,6 +26,7 @@ import functools
 import logging
 import math
 import os
+import re
 import select
 import threading
 from contextlib import contextmanager, nullcontext
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs, then 0002_jobs) to have
+# What the Store expects the migrations (0001_jobs, 0002_jobs, then 0003_jobs) to have
 # made: tests compare the two.
 SCHEMA = (
     """
@@ -67,7 +68,8 @@ SCHEMA = (
         unique_key text,
         alone_key  text,
         at_once    integer,
-        carried    text
+        carried    text,
+        claimed_by text
     )
     """,
     # The claim's index, in claim order: only jobs that may run are in it, so
@@ -119,6 +121,10 @@ _FOREVER = 2**63 - 1
 def _due(jobs: str) -> str:
     """What a due job (of the table named ``jobs`` in the query) of a kind not held back is.
 
+    Of the claimant's kinds only, in the statement ``_of_kinds`` makes of it
+    (the marker is left out for any kind): a job of another kind is passed
+    over as a held-back kind's is, and not touched.
+
     The held kinds are an anti-join, not ``kind <> ALL (ARRAY(...))``: the
     planner can't see into an array read as the statement runs, guessed that
     few jobs passed it, and sorted every due job for a batch rather than read
@@ -127,6 +133,7 @@ def _due(jobs: str) -> str:
     """
     return f"""
     failed_at IS NULL AND run_at <= :now AND held_until <= :now
+    /*kinds:{jobs}*/
     AND NOT EXISTS (
         SELECT 1 FROM held_kinds AS held
         WHERE held.kind = {jobs}.kind AND held.held_until > :now
@@ -163,10 +170,28 @@ _PRIORITIES = """
     )
 """
 
+
+@functools.cache
+def _of_kinds(statement: TextClause, filtered: bool) -> TextClause:
+    """A claim statement taking only the kinds in :kinds, or (``filtered`` False) any kind.
+
+    Two statements, not one with ``:kinds IS NULL OR ...``: that OR, which a
+    generic plan cannot fold away, changed the plans of the limited claims and
+    made them take fewer jobs at once than their limits allow.
+    """
+    return text(
+        re.sub(
+            r"/\*kinds:(\w+)\*/",
+            lambda m: f"AND {m[1]}.kind = ANY (CAST(:kinds AS text[]))" if filtered else "",
+            statement.text,
+        )
+    )
+
+
 _LIMITED = "(alone_key IS NOT NULL OR at_once IS NOT NULL)"
 _UNLIMITED = "alone_key IS NULL AND at_once IS NULL"
 _ORDER = "ORDER BY priority DESC, run_at, id"
-_HOLD = "SET held_until = :until, attempts = attempts + 1, unique_key = NULL"
+_HOLD = "SET held_until = :until, attempts = attempts + 1, unique_key = NULL, claimed_by = :by"
 _NONE = ", ".join(["NULL"] * len(rows.COLUMNS.split(", ")))
 # A claim clears the key, and gives the job back with the key it had, which a
 # hold-back puts back.
@@ -406,35 +431,36 @@ def _fenced(ids: str, attempts: str) -> str:
     )
 
 
-# One statement for all three; a limited kind's settle notifies, so a claim of
-# that kind waiting on another instance tries again at once.
+# One statement for all three, returning the IDs it settled (what was kept), and
+# a NULL for each limited kind it notified: a limited kind's settle notifies, so
+# a claim of that kind waiting on another instance tries again at once.
 _SETTLE = text(
     f"""
     WITH done AS (
         DELETE FROM jobs WHERE {_fenced("done_ids", "done_attempts")}
-        RETURNING jobs.kind, jobs.alone_key, jobs.at_once
+        RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
     ),
     retried AS (
         UPDATE jobs SET held_until = 0,
             run_at = {_given("retry_run_at", "bigint[]", "retry_ids")},
             error = {_given("retry_errors", "text[]", "retry_ids")}
         WHERE {_fenced("retry_ids", "retry_attempts")}
-        RETURNING jobs.kind, jobs.alone_key, jobs.at_once
+        RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
     ),
     failed AS (
         UPDATE jobs SET held_until = 0,
             failed_at = {_given("fail_at", "bigint[]", "fail_ids")},
             error = {_given("fail_errors", "text[]", "fail_ids")}
         WHERE {_fenced("fail_ids", "fail_attempts")}
-        RETURNING jobs.kind, jobs.alone_key, jobs.at_once
+        RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
     ),
-    limited AS (
-        SELECT DISTINCT kind FROM (
-            SELECT * FROM done UNION ALL SELECT * FROM retried UNION ALL SELECT * FROM failed
-        ) AS settled
-        WHERE {_LIMITED}
-    )
-    SELECT count(*) FROM limited, pg_notify('{_CHANNEL}', limited.kind)
+    settled AS (
+        SELECT * FROM done UNION ALL SELECT * FROM retried UNION ALL SELECT * FROM failed
+    ),
+    limited AS (SELECT DISTINCT kind FROM settled WHERE {_LIMITED})
+    SELECT id FROM settled
+    UNION ALL
+    SELECT NULL FROM limited, pg_notify('{_CHANNEL}', limited.kind)
     """
 )
 
@@ -465,6 +491,21 @@ _HOLD_BACK = text(
         )
     )
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+    """
+)
+
+# The job alone, as _HOLD_BACK puts it back; it notifies, as a push does: it is
+# due at once, and an instance that waits on its kind may claim it now.
+_GIVE_BACK = text(
+    f"""
+    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = (
+        SELECT CAST(:unique_key AS text) WHERE NOT EXISTS (
+            SELECT 1 FROM jobs AS waiting
+            WHERE waiting.kind = :kind AND waiting.unique_key = :unique_key
+        )
+    )
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+    RETURNING pg_notify('{_CHANNEL}', kind)
     """
 )
 
@@ -512,10 +553,12 @@ _RUN_AGAIN = text(
     """
 )
 
-# The lock rows of keys no job has any more go with the failed jobs.
+# The lock rows of keys no job has any more go with the failed jobs, and the
+# kinds whose hold or pause has ended (a rate's hold-backs leave a row a kind).
 _PRUNE = text(
     """
-    WITH unused AS (
+    WITH ended AS (DELETE FROM held_kinds WHERE held_until < :now),
+    unused AS (
         DELETE FROM job_locks AS lock WHERE lock.alone_key <> '' AND NOT EXISTS (
             SELECT 1 FROM jobs WHERE jobs.kind = lock.kind AND jobs.alone_key = lock.alone_key
         )
@@ -640,26 +683,30 @@ class Jobs:
         params["unique_key"] = None  # a plain push holds no key
         job.id = str(self._run(lambda sql: sql.rows(_PUSH, params))[0][0])
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
-        claimed = self.claim_many(now, until, 1)
+    def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
+        claimed = self.claim_many(now, until, 1, by)
         return claimed[0] if claimed else None
 
-    def done(self, job: Job) -> None:
-        self.settle_many(done=(job,))
+    def done(self, job: Job) -> bool:
+        return bool(self.settle_many(done=(job,)))
 
-    def retry(self, job: Job) -> None:
-        self.settle_many(retry=(job,))
+    def retry(self, job: Job) -> bool:
+        return bool(self.settle_many(retry=(job,)))
 
-    def fail(self, job: Job) -> None:
-        self.settle_many(fail=(job,))
+    def fail(self, job: Job) -> bool:
+        return bool(self.settle_many(fail=(job,)))
 
     # BatchStore
 
-    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
-        if most < 1:
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
+    ) -> list[Job]:
+        claimant = rows.claimant(by)
+        if most < 1 or claimant["kinds"] == []:
             return []
-        params = {"now": rows.ms(now), "until": rows.ms(until), "most": most}
-        found = self._run(lambda sql: sql.rows(_CLAIM, params))
+        params = {"now": rows.ms(now), "until": rows.ms(until), "most": most, **claimant}
+        filtered = params["kinds"] is not None
+        found = self._run(lambda sql: sql.rows(_of_kinds(_CLAIM, filtered), params))
         claimed = [rows.job(row) for row in found if not row[-1]]
         if len(claimed) < most and len(claimed) < len(found):
             # A limited job may be due: the rest of the batch, under the locks.
@@ -680,21 +727,24 @@ class Jobs:
 
     def _claim_limited(self, sql: _Statements, params: dict[str, Any]) -> list[Job]:
         with sql.transaction():
-            locked = sql.rows(_LOCK, params)
+            filtered = params["kinds"] is not None
+            locked = sql.rows(_of_kinds(_LOCK, filtered), params)
             if not locked:
                 return []  # the limited jobs were claimed or settled meanwhile
             keys = {"lock_kinds": [k for k, _ in locked], "lock_keys": [a for _, a in locked]}
-            return [rows.job(row) for row in sql.rows(_CLAIM_LIMITED, {**params, **keys})]
+            claim = _of_kinds(_CLAIM_LIMITED, filtered)
+            return [rows.job(row) for row in sql.rows(claim, {**params, **keys})]
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> None:
+    ) -> list[str]:
         if not (done or retry or fail):
-            return
+            return []
         for job in fail:
             job.failed_at = job.failed_at or datetime.now(UTC)
         params = _settles(done, retry, fail)
-        self._run(lambda sql: sql.rows(_SETTLE, params))
+        found = self._run(lambda sql: sql.rows(_SETTLE, params))
+        return [str(id) for (id,) in found if id is not None]
 
     # RenewStore
 
@@ -769,14 +819,24 @@ class Jobs:
             "unique_key": job.key or None,
             **rows.fence(job),
         }
+        self._put_back(_HOLD_BACK, params)
+
+    # GiveBackStore
+
+    def give_back(self, job: Job) -> bool:
+        params = {"kind": job.kind, "unique_key": job.key or None, **rows.fence(job)}
+        return self._put_back(_GIVE_BACK, params) > 0
+
+    def _put_back(self, statement: TextClause, params: dict[str, Any]) -> int:
+        """Run _HOLD_BACK or _GIVE_BACK, once more if a push of its key beat it; its count."""
         for last in (False, True):
             try:
                 with self._savepoint():
-                    self._run(lambda sql: sql.count(_HOLD_BACK, params))
-                return
+                    return self._run(lambda sql: sql.count(statement, params))
             except jobq.StoreError as error:
                 if last or _sqlstate(error.__cause__) != _UNIQUE_VIOLATION:
                     raise
+        raise AssertionError("unreachable")
 
     # PauseStore
 
@@ -814,9 +874,14 @@ class Jobs:
         listener.start()
         return listener.stop
 
-    def prune(self, before: datetime) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many."""
-        return int(self._run(lambda sql: sql.rows(_PRUNE, {"before": rows.ms(before)}))[0][0])
+    def prune(self, before: datetime, now: datetime | None = None) -> int:
+        """Delete the jobs that failed for good before ``before``; say how many.
+
+        Also the kinds held back or paused until a time passed at ``now`` (the
+        clock's, unless given), and the lock rows of keys no job has.
+        """
+        params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
+        return int(self._run(lambda sql: sql.rows(_PRUNE, params))[0][0])
 
     def _run(self, work: Callable[[_Statements], _T]) -> _T:
         """Run ``work``: in the bound connection's transaction, or as statements of their own.

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BEGIN", "SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs, then 0002_jobs) to have
+# What the Store expects the migrations (0001_jobs, 0002_jobs, then 0003_jobs) to have
 # made: tests compare the two.
 SCHEMA = (
     # AUTOINCREMENT: an ID is never given twice, even once its job is gone, so a
@@ -60,6 +60,9 @@ SCHEMA = (
         carried    TEXT
     )
     """,
+    # 0003_jobs: the instance of each job's latest claim (jobq.Claimant), as
+    # SQLite's ALTER TABLE writes it into the table's SQL.
+    "ALTER TABLE jobs ADD COLUMN claimed_by TEXT",
     # The claim's index, in claim order: only jobs that may run are in it, so
     # neither failed jobs nor the ones waiting for later add to what a poll reads.
     "CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id) WHERE failed_at IS NULL",
@@ -105,11 +108,13 @@ _PRIORITIES = """
 # The first {most} due jobs that may each be claimed, in claim order, given
 # what is held now (docs/store.md, "What a claim may take"): none of a kind
 # held back or paused, of a OneAtATime key a held job has, or of an AtOnce
-# kind that has its n held.
+# kind that has its n held; and of the claimant's kinds only (:kinds, a JSON
+# array, or NULL for any: passed over, a job of another kind is not touched).
 _MAY = """
     SELECT {columns} FROM jobs AS due
     WHERE due.failed_at IS NULL AND due.priority IN (SELECT p FROM priorities)
       AND due.run_at <= :now AND due.held_until <= :now
+      AND (:kinds IS NULL OR due.kind IN (SELECT value FROM json_each(:kinds)))
       AND NOT EXISTS (
           SELECT 1 FROM held_kinds
           WHERE held_kinds.kind = due.kind AND held_kinds.held_until > :now
@@ -184,10 +189,10 @@ def _claim(most: int) -> TextClause:
         WITH RECURSIVE {_PRIORITIES},
         may AS MATERIALIZED ({_MAY.format(columns=_MAY_COLUMNS, most=most)}),
         limited AS (SELECT kind FROM may WHERE alone_key IS NOT NULL OR at_once IS NOT NULL)
-        UPDATE jobs SET held_until = :until, attempts = attempts + 1
+        UPDATE jobs SET held_until = :until, attempts = attempts + 1, claimed_by = :by
         WHERE id IN ({chosen})
         RETURNING id, kind, payload, run_at, attempts, error, failed_at, unique_key,
-            alone_key, at_once, carried, priority
+            alone_key, at_once, carried, priority, claimed_by
         """
     )
 
@@ -274,7 +279,9 @@ _DONE_AT_MOST = 256
 @cache
 def _done_many(n: int) -> TextClause:
     terms = " OR ".join(f"(id = :id{i} AND attempts = :attempts{i})" for i in range(n))
-    return text(f"DELETE FROM jobs WHERE ({terms}) AND failed_at IS NULL AND held_until > 0")
+    return text(
+        f"DELETE FROM jobs WHERE ({terms}) AND failed_at IS NULL AND held_until > 0 RETURNING id"
+    )
 
 
 @cache
@@ -286,6 +293,7 @@ def _retry_many(n: int) -> TextClause:
         UPDATE jobs SET run_at = fence.run_at, held_until = 0, error = fence.error FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
           AND jobs.held_until > 0
+        RETURNING jobs.id
         """
     )
 
@@ -300,6 +308,7 @@ def _fail_many(n: int) -> TextClause:
         FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
           AND jobs.held_until > 0
+        RETURNING jobs.id
         """
     )
 
@@ -392,6 +401,8 @@ _RUN_AGAIN = text(
 )
 
 _PRUNE = text("DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before")
+# And the kinds whose hold or pause has ended: a rate's hold-backs leave a row a kind.
+_PRUNE_KINDS = text("DELETE FROM held_kinds WHERE held_until < :now")
 
 # Runs only move forward: no row back means this run, or a later one, was pushed already.
 _SCHEDULE = text(
@@ -492,31 +503,39 @@ class Jobs:
                 cursor.connection.close()
             raise _portable(error, False) from error
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
-        claimed = self.claim_many(now, until, 1)
+    def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
+        claimed = self.claim_many(now, until, 1, by)
         return claimed[0] if claimed else None
 
-    def done(self, job: Job) -> None:
+    def done(self, job: Job) -> bool:
         with self._write() as sql:
-            sql.count(_DONE, rows.fence(job))
+            return sql.count(_DONE, rows.fence(job)) > 0
 
-    def retry(self, job: Job) -> None:
+    def retry(self, job: Job) -> bool:
         params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": job.error}
         with self._write() as sql:
-            sql.count(_RETRY, params)
+            return sql.count(_RETRY, params) > 0
 
-    def fail(self, job: Job) -> None:
+    def fail(self, job: Job) -> bool:
         job.failed_at = job.failed_at or datetime.now(UTC)
         params = {**rows.fence(job), "failed_at": rows.ms(job.failed_at), "error": job.error}
         with self._write() as sql:
-            sql.count(_FAIL, params)
+            return sql.count(_FAIL, params) > 0
 
     # BatchStore
 
-    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
-        params = {"now": rows.ms(now), "until": rows.ms(until)}
-        if most < 1:
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
+    ) -> list[Job]:
+        claimant = rows.claimant(by)
+        if most < 1 or claimant["kinds"] == []:
             return []
+        params = {
+            "now": rows.ms(now),
+            "until": rows.ms(until),
+            "by": claimant["by"],
+            "kinds": None if claimant["kinds"] is None else json.dumps(claimant["kinds"]),
+        }
         if self._connection is None:
             with self._read() as sql:
                 if not sql.rows(_ANY_DUE, params):
@@ -540,27 +559,30 @@ class Jobs:
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> None:
+    ) -> list[str]:
         now = datetime.now(UTC)
         for job in fail:
             job.failed_at = job.failed_at or now
+        # Each statement returns the IDs whose fences matched: what was kept.
+        found: list[tuple[Any, ...]] = []
         with self._write() as sql:
             for first in range(0, len(done), _DONE_AT_MOST):
                 some = done[first : first + _DONE_AT_MOST]
-                sql.count(_done_many(len(some)), _numbered(some))
+                found += sql.rows(_done_many(len(some)), _numbered(some))
             if retry:
-                sql.count(
+                found += sql.rows(
                     _retry_many(len(retry)),
                     _numbered(retry, lambda j: {"run_at": rows.ms(j.run_at), "error": j.error}),
                 )
             if fail:
-                sql.count(
+                found += sql.rows(
                     _fail_many(len(fail)),
                     _numbered(
                         fail,
                         lambda j: {"failed_at": rows.ms(j.failed_at or now), "error": j.error},
                     ),
                 )
+        return [str(id) for (id,) in found]
 
     # RenewStore
 
@@ -634,9 +656,13 @@ class Jobs:
     def hold_back(self, job: Job, until: datetime) -> None:
         with self._write() as sql:
             sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
-            sql.count(
-                _HOLD_BACK, {**rows.fence(job), "kind": job.kind, "unique_key": job.key or None}
-            )
+            sql.count(_HOLD_BACK, _given_back(job))
+
+    # GiveBackStore: the job as hold_back puts it back, its kind not held back
+
+    def give_back(self, job: Job) -> bool:
+        with self._write() as sql:
+            return sql.count(_HOLD_BACK, _given_back(job)) > 0
 
     def pause(self, kind: str, until: datetime | None) -> None:
         held = _FOREVER if until is None else rows.ms(until)
@@ -659,9 +685,14 @@ class Jobs:
             found = sql.rows(_STATS, {"now": rows.ms(now)})
         return [_kind_stats(*row) for row in sorted(found)]
 
-    def prune(self, before: datetime) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many."""
+    def prune(self, before: datetime, now: datetime | None = None) -> int:
+        """Delete the jobs that failed for good before ``before``; say how many.
+
+        Also the kinds held back or paused until a time passed at ``now`` (the
+        clock's, unless given).
+        """
         with self._write() as sql:
+            sql.count(_PRUNE_KINDS, {"now": rows.ms(now or datetime.now(UTC))})
             return sql.count(_PRUNE, {"before": rows.ms(before)})
 
     def _pushing_cursor(self) -> sqlite3.Cursor:
@@ -715,6 +746,11 @@ class Jobs:
                 yield _Driver(raw.driver_connection)  # type: ignore[arg-type]
             finally:
                 raw.close()
+
+
+def _given_back(job: Job) -> dict[str, Any]:
+    """_HOLD_BACK's parameters: the job's fence, and the key it gives back."""
+    return {**rows.fence(job), "kind": job.kind, "unique_key": job.key or None}
 
 
 def _kind_stats(

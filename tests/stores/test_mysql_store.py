@@ -369,5 +369,5 @@ def test_prune_lets_go_of_ended_holds_and_the_lock_rows_of_keys_no_job_has(
         {("sync", "kept"), ("sync", "gone"), ("report", "")},
         {"paused", "ended", "mail"},
     )
-    jobs.prune(T0 + timedelta(seconds=1))
+    jobs.prune(T0 + timedelta(seconds=1), now=T0 + timedelta(seconds=1))
     assert kept() == ({("sync", "kept"), ("report", "")}, {"paused"})

@@ -396,7 +396,7 @@ def test_a_batch_claim_reads_the_due_index_in_order_however_many_wait(
         conn.exec_driver_sql("ANALYZE jobs")
         conn.exec_driver_sql("ANALYZE held_kinds")
         sql = str(postgres._CLAIM.compile(dialect=pg_engine.dialect))
-        params = {"now": ms(T0), "until": ms(HOLD), "most": 128}
+        params = {"now": ms(T0), "until": ms(HOLD), "most": 128, "kinds": None, "by": None}
         plan = [
             row[0] for row in conn.exec_driver_sql(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params)
         ]

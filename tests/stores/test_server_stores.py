@@ -511,3 +511,27 @@ def test_first_runs_pushed_from_many_threads_at_once_need_no_retry(
 
     wins = [first_runs(f"s{r}") for r in range(rounds)]
     assert wins == [1] * rounds
+
+
+def _held_kinds_after_a_prune(jobs: Any, engine: sa.Engine) -> set[str]:
+    """Kinds held back until T0 + 1 min and T0 + 1 day, paused until T0 and until resumed;
+    then the nightly prune at T0 + 1 h: the held kinds left."""
+    for kind in ("rated", "later"):
+        jobs.push(_job(kind=kind))
+    claimed = {j.kind: j for j in jobs.claim_many(T0, T0 + timedelta(minutes=5), 10)}
+    jobs.hold_back(claimed["rated"], T0 + timedelta(minutes=1))
+    jobs.hold_back(claimed["later"], T0 + timedelta(days=1))
+    jobs.pause("ended", T0)
+    jobs.pause("paused", None)
+    jobs.prune(T0 - timedelta(days=30), now=T0 + timedelta(hours=1))
+    with engine.connect() as conn:
+        return set(conn.execute(sa.text("SELECT kind FROM held_kinds")).scalars())
+
+
+def test_the_nightly_prune_deletes_the_held_kinds_whose_time_has_passed(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    module, engine = db
+    assert _held_kinds_after_a_prune(module.Jobs(engine), engine) == {"later", "paused"}, (
+        "a hold-back or pause that has ended leaves no row behind, however long ago it ended"
+    )

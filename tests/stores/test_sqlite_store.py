@@ -1,7 +1,7 @@
 """The SQLite store, straight from template/_stores/sqlite.py, on real files.
 
 Each test gets a file of its own, made by the template's migrations (0001_jobs,
-then 0002_jobs) as an app's `./myapp migrate` makes it. The rendered app runs
+then 0002_jobs and 0003_jobs) as an app's `./myapp migrate` makes it. The rendered app runs
 the conformance suite on its own jobs_db.py; this runs it on the template's
 source, with what only the template needs checked: that the migrations make
 what the store expects and keep every job as they go, how the lock error
@@ -56,7 +56,7 @@ def url(tmp_path: Path) -> str:
 def engine(url: str) -> Iterator[sa.Engine]:
     # Enough connections for the suite's threads racing each other.
     engine = sqlite.make_engine(url, pool_size=20)
-    _migrate(engine, "0001_jobs", "0002_jobs")
+    _migrate(engine, "0001_jobs", "0002_jobs", "0003_jobs")
     yield engine
     engine.dispose()
 
@@ -129,7 +129,7 @@ def test_the_second_migration_goes_back_to_the_first_with_its_jobs_and_both_to_n
     jobs = sqlite.Jobs(engine)
     for n in range(3):
         jobs.push(_job(payload=f'{{"n":{n}}}', priority=n))
-    _migrate(engine, "0002_jobs", down=True)
+    _migrate(engine, "0002_jobs", "0003_jobs", down=True)
     with engine.connect() as conn:
         kept = conn.exec_driver_sql("SELECT id, payload FROM jobs ORDER BY id").all()
     assert kept == [(1, '{"n":0}'), (2, '{"n":1}'), (3, '{"n":2}')]
@@ -166,7 +166,7 @@ def test_a_migrated_table_keeps_every_job_id_and_all_and_never_gives_an_id_again
         before = conn.exec_driver_sql("SELECT * FROM jobs ORDER BY id").all()
     assert [row[0] for row in before] == [1, 3, 4, 5]
 
-    _migrate(engine, "0002_jobs")
+    _migrate(engine, "0002_jobs", "0003_jobs")
 
     with engine.connect() as conn:
         after = conn.exec_driver_sql(
@@ -289,7 +289,8 @@ def _plan(engine: sa.Engine, statement: Any) -> list[str]:
         return [
             row[-1]
             for row in conn.exec_driver_sql(
-                f"EXPLAIN QUERY PLAN {statement.text}", {"now": 1, "until": 2}
+                f"EXPLAIN QUERY PLAN {statement.text}",
+                {"now": 1, "until": 2, "by": None, "kinds": None},
             )
         ]
 
@@ -300,7 +301,8 @@ def test_a_batch_claim_reads_its_chosen_jobs_once_not_once_for_each_job_it_retur
     """A subquery of ``may`` run for each row would cost a batch of n jobs n times n rows."""
     with engine.connect() as conn:
         plan = conn.exec_driver_sql(
-            f"EXPLAIN QUERY PLAN {sqlite._claim(128).text}", {"now": 1, "until": 2}
+            f"EXPLAIN QUERY PLAN {sqlite._claim(128).text}",
+            {"now": 1, "until": 2, "by": None, "kinds": None},
         ).all()
     correlated = {node for node, _, _, step in plan if step.startswith("CORRELATED")}
     per_row = [step for _, parent, _, step in plan if parent in correlated and "may" in step]
@@ -371,3 +373,26 @@ def test_an_idle_poll_takes_no_write_lock_when_only_a_paused_kinds_jobs_are_due(
         other.rollback()
     finally:
         other.close()
+
+
+def _held_kinds_after_a_prune(jobs: Any, engine: sa.Engine) -> set[str]:
+    """Kinds held back until T0 + 1 min and T0 + 1 day, paused until T0 and until resumed;
+    then the nightly prune at T0 + 1 h: the held kinds left."""
+    for kind in ("rated", "later"):
+        jobs.push(_job(kind=kind))
+    claimed = {j.kind: j for j in jobs.claim_many(T0, T0 + timedelta(minutes=5), 10)}
+    jobs.hold_back(claimed["rated"], T0 + timedelta(minutes=1))
+    jobs.hold_back(claimed["later"], T0 + timedelta(days=1))
+    jobs.pause("ended", T0)
+    jobs.pause("paused", None)
+    jobs.prune(T0 - timedelta(days=30), now=T0 + timedelta(hours=1))
+    with engine.connect() as conn:
+        return set(conn.execute(sa.text("SELECT kind FROM held_kinds")).scalars())
+
+
+def test_the_nightly_prune_deletes_the_held_kinds_whose_time_has_passed(
+    engine: sa.Engine,
+) -> None:
+    assert _held_kinds_after_a_prune(sqlite.Jobs(engine), engine) == {"later", "paused"}, (
+        "a hold-back or pause that has ended leaves no row behind"
+    )

@@ -17,7 +17,7 @@ from jobq.errors import (
     StoreUnavailable,
     ValueDoesNotFit,
 )
-from jobq.job import Job, Outcome, Ran
+from jobq.job import Claimant, Job, Outcome, Ran
 from jobq.kind import Kind, default_backoff
 from jobq.limiter import Limiter
 from jobq.queue import Queue
@@ -29,6 +29,7 @@ from jobq.store import (
     BatchStore,
     CarryStore,
     FailedStore,
+    GiveBackStore,
     HoldBackStore,
     LatestStore,
     NotifyStore,
@@ -48,10 +49,12 @@ __all__ = [
     "Carrier",
     "CarryStore",
     "CarryTooLarge",
+    "Claimant",
     "ConfigError",
     "Cron",
     "Every",
     "FailedStore",
+    "GiveBackStore",
     "HoldBackStore",
     "Job",
     "JobqError",

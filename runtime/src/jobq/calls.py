@@ -18,17 +18,25 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 
-from jobq.job import Job
+from jobq.job import Claimant, Job
 from jobq.log import say, say_job
-from jobq.store import BatchStore, HoldBackStore, RenewStore, ScheduleStore, Store
+from jobq.store import (
+    BatchStore,
+    GiveBackStore,
+    HoldBackStore,
+    RenewStore,
+    ScheduleStore,
+    Store,
+)
 
-__all__ = ["Kept", "Settle", "StoreCalls"]
+__all__ = ["Kept", "Settle", "Stale", "StoreCalls", "takes_claimant"]
 
 R = TypeVar("R")
 
@@ -37,8 +45,17 @@ Settle = Literal["done", "retry", "fail"]
 # A call's ends: told (True, what it returned) or (False, what it raised).
 _Done = Callable[[bool, Any], None]
 _Call = tuple[Callable[..., Any], tuple[object, ...], _Done]
-# A settle's ends: told None as the store kept it, or the store's error.
+# A settle's ends: told None as the store kept it, or why not: the store's error,
+# or Stale when its fence dropped it.
 Kept = Callable[[BaseException | None], None]
+
+
+class Stale(Exception):
+    """A settle the store left alone: a later claim has the job (this claim's hold ran out).
+
+    Not an error: nothing of the run is kept, and nothing is told of it; the
+    claim that has the job now settles it.
+    """
 
 
 class StoreCalls:
@@ -48,6 +65,11 @@ class StoreCalls:
         self.store = store
         # Checked once: an isinstance of a runtime Protocol reads every method, each time.
         self._batching = store if isinstance(store, BatchStore) else None
+        # Whether its claims take a Claimant: a store from before they did is claimed
+        # from without one, its claims then blind to the kinds this instance runs.
+        self.takes_claimant = takes_claimant(
+            self._batching.claim_many if self._batching is not None else store.claim
+        )
         self._executor = executor
         self._batch: list[_Call] = []
         self._settles: list[tuple[Settle, Job, Kept]] = []
@@ -60,11 +82,40 @@ class StoreCalls:
         run = functools.partial(contextvars.copy_context().run, fn, *args)
         return await loop.run_in_executor(self._executor, run)
 
-    def claim(self, now: datetime, until: datetime, most: int = 1) -> asyncio.Future[list[Job]]:
-        """Up to ``most`` jobs due at ``now``, held until ``until``, claimed in one go."""
+    def claim(
+        self, now: datetime, until: datetime, most: int = 1, by: Claimant | None = None
+    ) -> asyncio.Future[list[Job]]:
+        """Up to ``most`` jobs due at ``now``, held until ``until``, claimed in one go by ``by``."""
+        if not self.takes_claimant:
+            by = None
         if self._batching is not None:
-            return self._batched(self._batching.claim_many, now, until, most)
-        return self._batched(_claim, self.store, now, until, most)
+            if by is None:
+                return self._batched(self._batching.claim_many, now, until, most)
+            return self._batched(
+                functools.partial(self._batching.claim_many, by=by), now, until, most
+            )
+        return self._batched(_claim, self.store, now, until, most, by)
+
+    def claim_held(
+        self, hold: timedelta, most: int = 1, by: Claimant | None = None
+    ) -> asyncio.Future[tuple[datetime, list[Job]]]:
+        """As ``claim``, with the claim's time read in the store's thread, just before it
+        claims: a hop that waited (behind other calls, or a paused process) does not
+        shorten the hold. Returns that time with the jobs, each held until it plus ``hold``.
+        """
+        return self._batched(self._claim_now, hold, most, by)
+
+    def _claim_now(
+        self, hold: timedelta, most: int, by: Claimant | None
+    ) -> tuple[datetime, list[Job]]:
+        if not self.takes_claimant:
+            by = None
+        now = datetime.now(UTC)
+        if self._batching is None:
+            return now, _claim(self.store, now, now + hold, most, by)
+        if by is None:
+            return now, self._batching.claim_many(now, now + hold, most)
+        return now, self._batching.claim_many(now, now + hold, most, by=by)
 
     def settle(self, how: Settle, job: Job) -> asyncio.Future[None]:
         """``store.done(job)``, ``retry`` or ``fail``, in the next hop with the settles that meet.
@@ -94,6 +145,10 @@ class StoreCalls:
     def hold_back(self, job: Job, until: datetime) -> asyncio.Future[None]:
         assert isinstance(self.store, HoldBackStore)  # checked by the caller
         return self._batched(_logged(self.store.hold_back, "hold back"), job, until)
+
+    def give_back(self, job: Job) -> asyncio.Future[bool]:
+        assert isinstance(self.store, GiveBackStore)  # checked by the caller
+        return self._batched(_logged(self.store.give_back, "give back"), job)
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> asyncio.Future[list[str]]:
         assert isinstance(self.store, RenewStore)
@@ -131,7 +186,7 @@ class StoreCalls:
                 else:
                     calls += [
                         (
-                            _logged(getattr(self.store, how), how),
+                            _kept_one(_logged(getattr(self.store, how), how)),
                             (job,),
                             functools.partial(_fan_out, [(how, job, then)]),
                         )
@@ -148,19 +203,34 @@ class StoreCalls:
             self._hopper = None
 
 
-def _claim(store: Store, now: datetime, until: datetime, most: int) -> list[Job]:
+def _claim(
+    store: Store, now: datetime, until: datetime, most: int, by: Claimant | None
+) -> list[Job]:
     jobs: list[Job] = []
-    while len(jobs) < most and (job := store.claim(now, until)) is not None:
+    while len(jobs) < most:
+        job = store.claim(now, until) if by is None else store.claim(now, until, by=by)
+        if job is None:
+            break
         jobs.append(job)
     return jobs
 
 
-def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> None:
+def takes_claimant(claim: Callable[..., Any]) -> bool:
+    """Whether ``claim`` takes ``by=``: it names it, or takes any keyword (a wrapper's)."""
+    try:
+        parameters = inspect.signature(claim).parameters.values()
+    except (TypeError, ValueError):  # a callable inspect cannot read: claimed from as before
+        return False
+    return any(p.name == "by" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> set[str] | None:
+    """The IDs the store settled; None for all (a store from before settles said which)."""
     by: dict[Settle, list[Job]] = {"done": [], "retry": [], "fail": []}
     for how, job, _ in settles:
         by[how].append(job)
     try:
-        store.settle_many(done=by["done"], retry=by["retry"], fail=by["fail"])
+        kept = store.settle_many(done=by["done"], retry=by["retry"], fail=by["fail"])
     except Exception as e:
         ids = ",".join(job.id for _, job, _ in settles)
         say(
@@ -170,13 +240,37 @@ def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> N
             err=e,
         )
         raise
+    return None if kept is None else set(kept)
 
 
-def _fan_out(settles: list[tuple[Settle, Job, Kept]], ok: bool, error: Any) -> None:
-    told = None if ok else error
-    for _, _, kept in settles:
+def _kept_one(settle: Callable[[Job], bool | None]) -> Callable[[Job], set[str] | None]:
+    """A single settle, saying what it kept as ``_settle_many`` does."""
+
+    def call(job: Job) -> set[str] | None:
+        # None: a store from before settles said, read as kept.
+        return set() if settle(job) is False else None
+
+    return call
+
+
+def _fan_out(settles: list[tuple[Settle, Job, Kept]], ok: bool, value: Any) -> None:
+    """Tell each settle how it went: ``value`` is the IDs kept (None: all), or the error."""
+    for how, job, then in settles:
+        told: BaseException | None
+        if not ok:
+            told = value
+        elif value is None or job.id in value:
+            told = None
+        else:
+            say_job(
+                job,
+                logging.DEBUG,
+                f"a stale {how} was not kept: a later claim has the job, and settles it",
+                attempt=job.attempts,
+            )
+            told = Stale(f"job {job.id}'s attempt {job.attempts} is no longer held")
         try:  # a bug in one is logged, and the settles after it are still told
-            kept(told)
+            then(told)
         except Exception as e:
             say(logging.ERROR, "a settle's callback failed", trace=e, err=e)
 

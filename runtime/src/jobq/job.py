@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["Job", "Outcome", "Ran", "utc"]
+__all__ = ["Claimant", "Job", "Outcome", "Ran", "utc"]
 
 
 @dataclass(slots=True)
@@ -30,6 +30,22 @@ class Job:
     at_once: int = 0  # the kind's limit: 0 for none
     carried: dict[str, str] | None = None
     priority: int = 0  # of due jobs, the higher is claimed first
+    claimed_by: str | None = None  # the instance of its latest claim (Claimant.instance)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claimant:
+    """Who claims: the context a claim is made in, given to ``Store.claim`` as ``by``.
+
+    ``instance`` names the claiming process (the queue makes it once a run:
+    host, process ID and a short random part); a claim records it on each job
+    it takes (``Job.claimed_by``), for an operator to see which instance runs
+    what. ``kinds`` are the kinds it has handlers for: a claim takes no job of
+    another kind, and passes over such jobs without touching them. None: any.
+    """
+
+    instance: str
+    kinds: frozenset[str] | None = None
 
 
 class Outcome(enum.Enum):

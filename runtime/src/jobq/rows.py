@@ -7,7 +7,7 @@ statement is whatever the connection given to ``Through`` executes.
 The columns every store reads a job back with, in this order::
 
     id, kind, payload, run_at, attempts, error, failed_at, unique_key,
-    alone_key, at_once, carried, priority
+    alone_key, at_once, carried, priority, claimed_by
 
 ``COLUMNS`` spells them for a SELECT or a RETURNING; ``job`` reads a row of
 them (a shorter row leaves the rest at their defaults).
@@ -20,13 +20,14 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from jobq.job import Job
+from jobq.job import Claimant, Job
 
 __all__ = [
     "COLUMNS",
     "Statements",
     "Through",
     "at",
+    "claimant",
     "fence",
     "insert",
     "job",
@@ -35,7 +36,7 @@ __all__ = [
 
 COLUMNS = (
     "id, kind, payload, run_at, attempts, error, failed_at, "
-    "unique_key, alone_key, at_once, carried, priority"
+    "unique_key, alone_key, at_once, carried, priority, claimed_by"
 )
 
 _WIDTH = COLUMNS.count(",") + 1
@@ -77,6 +78,14 @@ def insert(job: Job) -> dict[str, Any]:
     }
 
 
+def claimant(by: Claimant | None) -> dict[str, Any]:
+    """A claim's parameters from its Claimant: ``by`` (the instance, or None) and ``kinds``
+    (the kinds it may take, sorted, or None for any)."""
+    if by is None:
+        return {"by": None, "kinds": None}
+    return {"by": by.instance, "kinds": None if by.kinds is None else sorted(by.kinds)}
+
+
 def fence(job: Job) -> dict[str, Any]:
     """The parameters that pick a claimed job while its claim still has it: id and attempts."""
     return {"id": int(job.id), "attempts": job.attempts}
@@ -99,6 +108,7 @@ def job(row: Sequence[Any]) -> Job:
         at_once,
         carried,
         priority,
+        claimed_by,
     ) = row
     # By position, in Job's field order: a claim makes a Job of each row it takes,
     # and keywords cost twice as much.
@@ -115,6 +125,7 @@ def job(row: Sequence[Any]) -> Job:
         int(at_once) if at_once else 0,
         None if carried is None else json.loads(carried),
         int(priority) if priority else 0,
+        claimed_by,
     )
 
 

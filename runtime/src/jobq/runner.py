@@ -8,10 +8,14 @@ thread pools, the jobs held, the side tasks) and goes with the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import heapq
 import inspect
 import logging
+import os
+import secrets
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -27,10 +31,11 @@ from jobq.calls import Settle, StoreCalls
 from jobq.carry import Carrier, restore
 from jobq.deadline import Deadline, Deadlines
 from jobq.errors import Permanent, StoreError, ValueDoesNotFit
-from jobq.job import Job, Outcome, Ran, new_ran
+from jobq.holds import Holds
+from jobq.job import Claimant, Job, Outcome, Ran, new_ran
 from jobq.kind import Kind, seconds
 from jobq.log import say, say_job
-from jobq.store import HoldBackStore, NotifyStore, RenewStore, Store
+from jobq.store import GiveBackStore, HoldBackStore, NotifyStore, RenewStore, Store
 from jobq.threads import HandlerThreads
 
 if TYPE_CHECKING:
@@ -152,6 +157,12 @@ class Runner:
         else:
             longest = max((k.options.timeout for k in kinds.values()), default=0.0)
             self.hold = timedelta(seconds=longest) + _HOLD_MARGIN
+        # A job starts only while its claim holds it for this much longer at least: with
+        # renewals, past the next renewal's beat (a third of a hold); without, within
+        # the margin its hold has past the kinds' timeouts.
+        self._start_margin = self.hold / 2 if self.renewing else _HOLD_MARGIN / 2
+        # Who claims, made once a run: this process, and the kinds it has handlers for.
+        self.claimant = Claimant(instance=_instance(), kinds=frozenset(kinds))
         self._calls = StoreCalls(self.store)
         self._handler_threads: HandlerThreads | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -161,7 +172,8 @@ class Runner:
         self._failure: BaseException | None = None  # a side task's bug: it ends the run
         self._due_times: list[datetime] = []  # jobs pushed from here for later: wake then
         self._due_lock = threading.Lock()
-        self._held: dict[str, Job] = {}  # claimed and not yet settled: renewed while they run
+        # Claimed and not yet settled: renewed while they run, by a thread of its own.
+        self._held = Holds(self.store, self.hold)
         self._running: set[asyncio.Task[bool]] = set()  # each job's task, until it ends
         # The timeouts of the handlers running now: a stop past the grace cuts them short,
         # so only a handler is ever interrupted, never the keeping of its outcome.
@@ -213,8 +225,7 @@ class Runner:
             self._watch(self._push_schedule(name, *sched), f"the schedule of kind {name!r}")
             for name, sched in self.schedules.items()
         ]
-        if self.renewing:
-            side.append(self._watch(self._renew(), "the renewal of running jobs' holds"))
+        self._held.start()
         stop_listening = await self._listen()
         say(logging.INFO, "the queue runs", workers=self.workers, kinds=len(self.kinds))
         try:
@@ -223,7 +234,7 @@ class Runner:
                 claimed, jobs = await self._claim_or_wait(slots.free)
                 for job in jobs:
                     give = slots.take()
-                    self._held[job.id] = job
+                    self._held.add(job, claimed + self.hold, self._renew_for(job))
                     # The task leaves ``running`` as it ends (see _work): no callback a job.
                     running.add(
                         self._loop.create_task(
@@ -240,6 +251,7 @@ class Runner:
             for t in side:
                 t.cancel()
             await self._stop()
+            self._held.stop()
             await asyncio.gather(*side, return_exceptions=True)
             if stop_listening is not None:
                 stop_listening()
@@ -256,21 +268,32 @@ class Runner:
         self._deadlines = Deadlines(self._loop)
         self._handler_threads = HandlerThreads(1, "jobq-drain")
         ran = 0
+        self._held.start()  # a drain renews the jobs it runs, as run() does
         try:
             while True:
-                now = datetime.now(UTC)
-                jobs = await self._calls.claim(now, now + self.hold)
+                now, jobs = await self._calls.claim_held(self.hold, 1, self.claimant)
                 if not jobs:
                     return ran
                 job = jobs[0]
-                self._held[job.id] = job
+                self._held.add(job, now + self.hold, self._renew_for(job))
                 # A task of its own: the job runs in a copy of the caller's context.
                 run = asyncio.create_task(self._work(job, _nothing, now), name=f"jobq job {job.id}")
                 ran += await run
                 await self._kept_all()
         finally:
+            self._held.stop()
             self._handler_threads.shutdown()
             self._loop = None
+
+    def _renew_for(self, job: Job) -> float:
+        """How long a claimed job's hold is renewed: its kind's timeout, then the stop's grace.
+
+        A worker that hangs past them (a blocked loop, a handler deaf to its
+        cancel) lets its job go, to run again elsewhere, rather than hold it for
+        ever; a plain function's thread that runs on is the exception (``_outlive``).
+        """
+        kind = self.kinds.get(job.kind)
+        return (kind.options.timeout if kind is not None else 0.0) + self.queue.grace
 
     def _watch(self, work: Coroutine[Any, Any, None], what: str) -> asyncio.Task[None]:
         """Start a side task; its failure is logged and ends the run with its error."""
@@ -306,9 +329,9 @@ class Runner:
         """
         self._wakeup.clear()  # a push from now on wakes the wait below
         now = datetime.now(UTC)
-        claim = self._calls.claim(now, now + self.hold, most)
+        claim = self._calls.claim_held(self.hold, most, self.claimant)
         try:
-            jobs = await asyncio.shield(claim)
+            now, jobs = await asyncio.shield(claim)
         except asyncio.CancelledError:
             await self._put_back_claimed(claim)
             raise
@@ -329,22 +352,46 @@ class Runner:
             await self._wait(self._until_next_due(now))
         return now, jobs
 
-    async def _put_back_claimed(self, claim: asyncio.Future[list[Job]]) -> None:
+    async def _put_back_claimed(self, claim: asyncio.Future[tuple[datetime, list[Job]]]) -> None:
         """The queue stopped as a claim ran in its thread: let its jobs go, due as they were.
 
-        Otherwise they would wait out their hold for nobody. With a HoldBackStore
-        the claim's attempt is taken back, as the jobs never ran.
+        Otherwise they would wait out their hold for nobody. With a GiveBackStore
+        or a HoldBackStore the claim's attempt is taken back, as the jobs never ran.
         """
         try:
-            jobs = await claim
+            _, jobs = await claim
         except Exception:
             return  # it claimed nothing
         for job in jobs:
-            await self._give_back(job, datetime.now(UTC), "stopped with the queue before it ran")
+            await self._give_back(job, "stopped with the queue before it ran")
 
-    async def _give_back(self, job: Job, until: datetime, why: str) -> bool:
-        """Put back a job that never ran: held back when the store can, else retried."""
-        self._held.pop(job.id, None)
+    async def _give_back(self, job: Job, why: str) -> bool:
+        """Put back a job that did not fail, due at once, with its attempt taken back if the
+        store can; say whether it went back.
+
+        A GiveBackStore gives it back alone; a HoldBackStore holds its kind back
+        until now, which holds nothing back. Any other store retries it, due now:
+        its attempt is spent (a job so put back on its last attempt then runs
+        only as its extra run, see ``_work``).
+        """
+        self._held.pop(job.id)
+        try:
+            if isinstance(self.store, GiveBackStore):
+                return await self._calls.give_back(job) is not False
+            now = datetime.now(UTC)
+            if isinstance(self.store, HoldBackStore):
+                await self._calls.hold_back(job, now)
+            else:
+                job.run_at, job.error = now, why
+                await self._calls.settle("retry", job)
+        except Exception:
+            return False  # logged as it failed (a stale settle at DEBUG): left to its hold
+        return True
+
+    async def _hold_back(self, job: Job, until: datetime, why: str) -> bool:
+        """Put back a job that never ran, its kind held back until ``until`` when the store can
+        (else retried then); say whether it went back."""
+        self._held.pop(job.id)
         try:
             if isinstance(self.store, HoldBackStore):
                 await self._calls.hold_back(job, until)
@@ -418,44 +465,6 @@ class Runner:
             await asyncio.sleep(max((run_at - datetime.now(UTC)).total_seconds(), 0))
             run_at = schedule.next_after(max(run_at, datetime.now(UTC)))
 
-    async def _renew(self) -> None:
-        """Renew the holds of the jobs running here, a third of a hold apart.
-
-        A job is held only while its worker lives: once this stops (the
-        instance was killed), its jobs are claimed again within a hold.
-        """
-        every = self.hold.total_seconds() / 3
-        failing = False
-        while True:
-            await asyncio.sleep(every)
-            jobs = list(self._held.values())
-            if not jobs:
-                continue
-            try:
-                kept = set(await self._calls.renew(jobs, datetime.now(UTC) + self.hold))
-            except Exception as e:
-                if not failing:  # one line for an outage, not one a beat
-                    say(
-                        logging.WARNING,
-                        "the store failed to renew the holds of running jobs; they run on, "
-                        "and run again elsewhere if this outlasts their hold",
-                        running=len(jobs),
-                        err=e,
-                    )
-                failing = True
-                continue
-            failing = False
-            for job in jobs:
-                if job.id not in kept and job.id in self._held:
-                    say_job(
-                        job,
-                        logging.WARNING,
-                        "a running job's hold ran out and another claim has it; "
-                        "this run's outcome will not be kept",
-                        attempt=job.attempts,
-                    )
-                    self._held.pop(job.id, None)
-
     # One job
 
     async def _work(self, job: Job, give: Callable[[], None], claimed: datetime) -> bool:
@@ -471,6 +480,9 @@ class Runner:
         assert loop is not None  # set as the run starts, with deadlines
         assert deadlines is not None
         try:
+            if not self._held.holds(job.id, datetime.now(UTC) + self._start_margin):
+                await self._not_started(job)
+                return False
             kind = self.kinds.get(job.kind)
             if kind is None:
                 await self._no_handler(job, datetime.now(UTC))
@@ -487,10 +499,12 @@ class Runner:
                 attempt.error = _does_not_fit(job, kind, e)
                 self._finish(attempt)
                 return True
-            if job.attempts > options.attempts:
-                # The claim before this one was its last attempt, and its worker
-                # was lost with it (killed, or cut off past its hold): as River and
-                # Oban do, it fails for good rather than run past its attempts.
+            if job.attempts > options.attempts + 1:
+                # Its worker was lost in its last attempt (killed, or cut off past its
+                # hold), and again in the extra run that gave it: a job that kills its
+                # process must not loop for ever, so it fails for good, unrun. (Once
+                # lost, on its last attempt, it runs once more: at least once. River
+                # and Oban discard it then instead.)
                 attempt.error = Permanent(_lost(job, options.attempts))
                 self._finish(attempt)
                 return False
@@ -532,30 +546,56 @@ class Runner:
             return True
         finally:
             give()
-            self._held.pop(job.id, None)
+            self._held.pop(job.id)
             self._running.discard(task)
 
     async def _in_thread(self, attempt: _Attempt, give: Callable[[], None]) -> bool:
-        """Call a plain function's handler in a thread, within the kind's timeout."""
+        """Call a plain function's handler in a thread, within the kind's timeout.
+
+        Past its timeout the attempt has failed, but its thread cannot be
+        stopped: the job stays held (renewed), its worker taken, and its outcome
+        unsettled until the thread returns, so that its retry never runs beside it.
+        """
         job, kind = attempt.job, attempt.kind
-        _current.set(_copy(job))  # the thread may outlive the attempt, and its settle
-        thread: asyncio.Future[Any] | None = None
+        _current.set(_copy(job))  # the thread may outlive the attempt
         try:
             await self._call_in_thread(kind, attempt)
         except _ThreadTimeout as e:
-            attempt.error, thread = e, e.thread
+            attempt.error = e
+            attempt.ended = time.monotonic()
+            await self._outlive(e.thread, attempt)
         except Exception as e:
             attempt.error = e
-        attempt.ended = time.monotonic()
-        if thread is None:
-            give()
-        else:
-            # The worker stays taken until the thread returns, but the attempt is over.
-            asyncio.ensure_future(_outlive(thread, job)).add_done_callback(lambda _: give())
+        if not attempt.ended:
+            attempt.ended = time.monotonic()
+        give()
         self._finish(attempt)
-        if thread is not None:
-            await asyncio.wait([thread])
         return True
+
+    async def _outlive(self, thread: asyncio.Future[Any], attempt: _Attempt) -> None:
+        """Wait out a handler's thread that ran past its timeout, its job held meanwhile."""
+        job = attempt.job
+        self._held.pin(job.id)
+        say_job(
+            job,
+            logging.WARNING,
+            "a job's thread runs on past its timeout; its job is held, and its worker taken, "
+            "until the thread returns",
+            attempt=job.attempts,
+        )
+        try:
+            await asyncio.shield(thread)
+            err = ""
+        except Exception as e:
+            err = str(e)
+        say_job(
+            job,
+            logging.WARNING,
+            "a timed-out job's thread has returned; its attempt is kept as failed",
+            attempt=job.attempts,
+            ran_on=f"{time.monotonic() - attempt.ended:.3f}s",
+            err=err,
+        )
 
     async def _call_in_thread(self, kind: Kind[Any], attempt: _Attempt) -> None:
         """Call the handler in a thread, within the kind's timeout.
@@ -628,7 +668,7 @@ class Runner:
         if wait <= timedelta(0):
             return True
         until = now + wait
-        if await self._give_back(job, until, "held back by its kind's rate"):
+        if await self._hold_back(job, until, "held back by its kind's rate"):
             self.pushed(until)  # look again as the wait ends, not a poll later
             self._observe(_ran(attempt, Outcome.HELD_BACK))
         return False
@@ -642,7 +682,7 @@ class Runner:
         job, kind, error = attempt.job, attempt.kind, attempt.error
         # No longer renewed from here: a renewal that meets the settled job must not
         # take it for one another claim has.
-        self._held.pop(job.id, None)
+        self._held.pop(job.id)
         how: Settle
         if error is None:
             if self.queue.observe is None and not (job.at_once or job.one_at_a_time):
@@ -670,7 +710,8 @@ class Runner:
     def _kept(self, attempt: _Attempt, outcome: Outcome, failed: BaseException | None) -> None:
         """The store kept (or ``failed`` to keep) an attempt's outcome: say so, and observe."""
         if failed is not None:
-            # Logged as it failed. The hold runs out and the job runs again; that run is observed.
+            # Logged as it failed (a stale settle at DEBUG, by StoreCalls): the hold runs out
+            # and the job runs again, or a later claim has it; that run is observed.
             return
         job, error = attempt.job, attempt.error
         if job.at_once or job.one_at_a_time:
@@ -696,13 +737,14 @@ class Runner:
         self._observe(ran)
 
     async def _put_back(self, attempt: _Attempt) -> None:
-        """A job cancelled as the queue stops goes back, due at once, for the next start."""
+        """A job cancelled as the queue stops goes back, due at once, for the next start.
+
+        A stop is not a failure: its attempt is given back (see ``_give_back``),
+        so a last attempt cut by a deploy runs at the next start.
+        """
         job = attempt.job
-        job.run_at, job.error = datetime.now(UTC), "stopped with the queue before it finished"
-        self._held.pop(job.id, None)
-        try:
-            await self._calls.settle("retry", job)
-        except Exception:
+        why = "stopped with the queue before it finished"
+        if not await self._give_back(job, why):
             return  # logged as it failed
         say_job(
             job,
@@ -710,16 +752,39 @@ class Runner:
             "a job was stopped with the queue, and will run again",
             attempt=job.attempts,
         )
-        attempt.error = asyncio.CancelledError(job.error)
+        attempt.error = asyncio.CancelledError(why)
         self._observe(_ran(attempt, Outcome.RETRIED))
 
-    async def _no_handler(self, job: Job, now: datetime) -> None:
-        """Another version of the app pushed it: let it go back for an instance that has one."""
-        if await self._give_back(
+    async def _not_started(self, job: Job) -> None:
+        """A job whose hold ran out, or nearly, before it could start (the process was paused
+        between its claim and its start, or its claim waited for a lock past its hold): it
+        is left for the claim that may have it now, its attempt given back if none has."""
+        self._held.pop(job.id)
+        if isinstance(self.store, GiveBackStore):
+            with contextlib.suppress(Exception):  # logged as it failed; left to its hold
+                await self._calls.give_back(job)  # fenced: a later claim's job is left alone
+        say_job(
             job,
-            now + timedelta(seconds=self.queue.poll),
-            f"no handler for kind {job.kind!r} on this instance",
-        ):
+            logging.WARNING,
+            "a job's hold ran out before it could start here; it is not started, and is "
+            "left for the claim that has it (was this process paused?)",
+            attempt=job.attempts,
+        )
+
+    async def _no_handler(self, job: Job, now: datetime) -> None:
+        """Another version of the app pushed it: let it go back for an instance that has one.
+
+        Only a store whose claims take no Claimant hands this instance such a
+        job (the others pass it over): its kind is then held back for a poll
+        where the store can, or else the job is retried after one, lest this
+        instance claim it again at once.
+        """
+        why = f"no handler for kind {job.kind!r} on this instance"
+        if self._calls.takes_claimant:
+            went_back = await self._give_back(job, why)  # a race with no cost: alone
+        else:
+            went_back = await self._hold_back(job, now + timedelta(seconds=self.queue.poll), why)
+        if went_back:
             say_job(
                 job,
                 logging.WARNING,
@@ -774,6 +839,12 @@ class Runner:
             say(logging.ERROR, "observe failed", trace=e, kind=ran.kind, err=e)
 
 
+def _instance() -> str:
+    """This process's name as a claimant: its host, its ID, and a short random part (a
+    process ID is reused, in a container always 1)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
 def _ran(attempt: _Attempt, outcome: Outcome) -> Ran:
     job = attempt.job
     return new_ran(
@@ -809,10 +880,12 @@ def _does_not_fit(job: Job, kind: Kind[Any], error: pydantic.ValidationError) ->
 
 
 def _lost(job: Job, attempts: int) -> str:
-    """Why a job claimed past its last attempt fails for good, and what its attempt before said."""
+    """Why a job claimed past its extra run fails for good, and what its attempt before said."""
     text = (
-        f"its worker was lost during its last attempt ({attempts} of {attempts}): the instance "
-        f"stopped, or the job ran past its hold, before it finished"
+        f"its worker was lost on every try from its last attempt on ({attempts} of {attempts}, "
+        f"then the extra run a lost worker gives, {attempts + 1}): each time the instance was "
+        f"killed, or the job ran past its hold, before it finished; it is not run again, as "
+        f"it may be what kills its instance: fix its handler, then run it again"
     )
     return text if job.error is None else f"{text}; the attempt before it: {job.error}"
 
@@ -854,18 +927,3 @@ class _ThreadTimeout(TimeoutError):
     def __init__(self, timeout: float, thread: asyncio.Future[Any]) -> None:
         super().__init__(f"the job took longer than its timeout, {timeout:g}s (its thread runs on)")
         self.thread = thread
-
-
-async def _outlive(thread: asyncio.Future[Any], job: Job) -> None:
-    """Wait out a handler's thread that ran past its timeout, logging how it ended."""
-    try:
-        await thread
-        err = ""
-    except Exception as e:
-        err = str(e)
-    say_job(
-        job,
-        logging.INFO,
-        "a timed-out job's thread has ended",
-        err=err,
-    )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from jobq.job import Job
+from jobq.job import Claimant, Job
 from jobq.stats import KindStats
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "BatchStore",
     "CarryStore",
     "FailedStore",
+    "GiveBackStore",
     "HoldBackStore",
     "LatestStore",
     "NotifyStore",
@@ -49,7 +50,7 @@ class Store(Protocol):
         """
         ...
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
+    def claim(self, now: datetime, until: datetime, by: Claimant | None = None) -> Job | None:
         """Hold the job to run next at ``now`` that no claim holds.
 
         Of the jobs due at ``now``, that is the one of highest ``priority``,
@@ -59,24 +60,35 @@ class Store(Protocol):
         the same job while its hold lasts. A failed job is never claimed; a job
         whose hold ran out (its worker was killed) is claimed again. A store
         with the limit extras keeps their promises here too.
+
+        ``by`` says who claims. Of ``by.kinds`` (when not None) only: a job of
+        another kind is passed over, left as it is (no attempt added, its kind
+        not held back). The job is returned, and kept, with ``claimed_by`` set
+        to ``by.instance`` (None without ``by``).
         """
         ...
 
-    def done(self, job: Job) -> None:
-        """Remove a job that ran, unless a later claim has taken it since."""
-        ...
+    def done(self, job: Job) -> bool:
+        """Remove a job that ran, unless a later claim has taken it since; say whether it did.
 
-    def retry(self, job: Job) -> None:
-        """Put a claimed job back, due at ``job.run_at``, with ``job.error``.
-
-        Leaves the job alone when a later claim has taken it since.
+        Each settle says whether its fence matched: the queue tells ``observe``
+        and ``on_fail`` only of the outcomes the store kept. (A store written
+        before settles said so returns None, which the queue reads as kept.)
         """
         ...
 
-    def fail(self, job: Job) -> None:
-        """Keep a claimed job as failed for good, with ``job.error``; no claim finds it.
+    def retry(self, job: Job) -> bool:
+        """Put a claimed job back, due at ``job.run_at``, with ``job.error``; say whether it did.
 
-        Leaves the job alone when a later claim has taken it since.
+        Leaves the job alone (and says False) when a later claim has taken it since.
+        """
+        ...
+
+    def fail(self, job: Job) -> bool:
+        """Keep a claimed job as failed for good, with ``job.error``; say whether it did.
+
+        No claim finds it. Leaves the job alone (and says False) when a later
+        claim has taken it since.
         """
         ...
 
@@ -190,6 +202,24 @@ class HoldBackStore(Store, Protocol):
 
 
 @runtime_checkable
+class GiveBackStore(Store, Protocol):
+    """A Store that puts a claimed job back as if unclaimed, holding nothing back."""
+
+    def give_back(self, job: Job) -> bool:
+        """Put a claimed job back as its claim found it; say whether it did.
+
+        As ``hold_back`` does with the job, and nothing more: due at its
+        ``run_at`` again, with the attempt its claim added taken back, and its
+        ``key`` again unless a job pushed as it ran has that key now; its kind
+        is not held back. Fenced as ``done`` is: a job a later claim has taken
+        since is left alone, and it says False. The queue gives back a job it
+        did not run to its end through no fault of the job's: one cut short by
+        a stop's grace, or claimed as the queue stopped.
+        """
+        ...
+
+
+@runtime_checkable
 class PauseStore(Store, Protocol):
     """A Store that pauses a kind on every instance, until a time or until resumed."""
 
@@ -210,7 +240,9 @@ class PauseStore(Store, Protocol):
 class BatchStore(Store, Protocol):
     """A Store that claims and settles many jobs in one go."""
 
-    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: Claimant | None = None
+    ) -> list[Job]:
         """Up to ``most`` jobs, claimed together: what ``most`` claims in a row would get.
 
         Each job is held, counted and ordered as ``claim`` promises, and every
@@ -223,11 +255,13 @@ class BatchStore(Store, Protocol):
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> None:
-        """``done``, ``retry`` and ``fail`` of each job given, in one go.
+    ) -> list[str]:
+        """``done``, ``retry`` and ``fail`` of each job given, in one go; the IDs it settled.
 
         Each job is fenced by its ``attempts`` as the single settles are: one a
-        later claim has taken is left alone, and the others are settled.
+        later claim has taken is left alone, and the others are settled. Returns
+        the IDs of the jobs whose fences matched, in any order: what the store
+        kept, and so what the queue tells ``observe`` of.
         """
         ...
 

@@ -16,9 +16,10 @@ store has; the tests of an extra it lacks are skipped, saying which. It is
 made of one mixin a family, for a store that wants only some: StorePromises,
 FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
 LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
-HoldBackStorePromises, PauseStorePromises, BatchStorePromises,
-RenewStorePromises, CarryStorePromises and StatsStorePromises
-(``StoreSuiteInBrief`` runs one test of each, for a quick look). Its times
+HoldBackStorePromises, GiveBackStorePromises, PauseStorePromises,
+BatchStorePromises, RenewStorePromises, CarryStorePromises,
+StatsStorePromises and ClaimantPromises (``StoreSuiteInBrief`` runs one
+test of each, for a quick look). Its times
 are fixed, whole milliseconds, far from now, so that no store passes by
 reading its own clock; its concurrency tests race threads (``at_once``),
 claiming one job at a time and, for a BatchStore, with ``claim_many`` too.
@@ -50,7 +51,9 @@ from __future__ import annotations
 from jobq.testing._at_once import AtOnceStorePromises
 from jobq.testing._batch import BatchStorePromises
 from jobq.testing._carry import CarryStorePromises
+from jobq.testing._claimant import ClaimantPromises
 from jobq.testing._failed import FailedStorePromises
+from jobq.testing._give_back import GiveBackStorePromises
 from jobq.testing._hold_back import HoldBackStorePromises
 from jobq.testing._latest import LatestStorePromises
 from jobq.testing._one_at_a_time import OneAtATimeStorePromises
@@ -68,7 +71,9 @@ __all__ = [
     "AtOnceStorePromises",
     "BatchStorePromises",
     "CarryStorePromises",
+    "ClaimantPromises",
     "FailedStorePromises",
+    "GiveBackStorePromises",
     "HoldBackStorePromises",
     "InTransaction",
     "LatestStorePromises",
@@ -95,11 +100,13 @@ class StoreSuite(
     OneAtATimeStorePromises,
     AtOnceStorePromises,
     HoldBackStorePromises,
+    GiveBackStorePromises,
     PauseStorePromises,
     BatchStorePromises,
     RenewStorePromises,
     CarryStorePromises,
     StatsStorePromises,
+    ClaimantPromises,
 ):
     """Every promise of the Store contract and its extras, for one store."""
 

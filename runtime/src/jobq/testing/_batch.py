@@ -133,7 +133,9 @@ class BatchStorePromises:
         a, b, c, d = batch.claim_many(at(0), at(300), 4)
         b.run_at, b.error = at(50), "try again"
         c.error, c.failed_at = "gone", at(1)
-        batch.settle_many(done=[a, d], retry=[b], fail=[c])
+        assert sorted(batch.settle_many(done=[a, d], retry=[b], fail=[c])) == sorted(
+            (a.id, b.id, c.id, d.id)
+        ), "settle_many returns the IDs of every job it settled"
         assert store.claim(at(49.999), at(600)) is None, "done jobs are gone, the retried waits"
         again = store.claim(at(50), at(600))
         assert again is not None
@@ -146,8 +148,8 @@ class BatchStorePromises:
     def test_settle_many_of_nothing_changes_nothing(self, store: Store) -> None:
         batch = _batch_store(store)
         store.push(job())
-        batch.settle_many()
-        batch.settle_many(done=[], retry=[], fail=[])
+        assert batch.settle_many() == []
+        assert batch.settle_many(done=[], retry=[], fail=[]) == []
         assert len(drain(store, at(0))) == 1
 
     @brief
@@ -164,7 +166,9 @@ class BatchStorePromises:
         assert current.id == late.id
         fresh = store.claim(at(400), at(700))
         assert fresh is not None
-        batch.settle_many(done=[late, fresh])
+        assert batch.settle_many(done=[late, fresh]) == [fresh.id], (
+            "settle_many returns the IDs it settled: the reclaimed job's is not one"
+        )
         again = store.claim(at(650), at(900))
         assert again is not None, (
             "the reclaimed job was left alone: its second claim's hold ran out at 600"
@@ -172,6 +176,24 @@ class BatchStorePromises:
         assert (again.id, again.attempts) == (late.id, 3)
         store.done(again)
         assert store.claim(FAR, FAR + HOLD) is None, "the other job was done"
+
+    @pytest.mark.parametrize("how", ["done", "retry", "fail"])
+    def test_settle_many_returns_only_the_ids_whose_fences_matched(
+        self, store: Store, how: str
+    ) -> None:
+        batch = _batch_store(store)
+        store.push(job(payload='"stale"'))
+        store.push(job(payload='"fresh"', run_at=at(400)))
+        late = store.claim(at(0), at(300))
+        assert late is not None
+        assert store.claim(at(300), at(600)) is not None  # the hold ran out: claimed again
+        fresh = store.claim(at(400), at(700))
+        assert fresh is not None
+        for settled in (late, fresh):
+            settled.run_at, settled.error, settled.failed_at = at(900), "again", at(650)
+        assert batch.settle_many(**{how: [late, fresh]}) == [fresh.id], (
+            f"settle_many({how}=...) returns the IDs it settled, not the reclaimed job's"
+        )
 
     def test_a_batch_of_hundreds_is_claimed_and_settled_whole(self, store: Store) -> None:
         # A queue of many workers claims and settles that many at once: a store

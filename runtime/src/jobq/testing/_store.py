@@ -211,6 +211,17 @@ class StorePromises:
         store.fail(late)
         assert store.claim(at(600), at(900)) is not None
 
+    @pytest.mark.parametrize("how", ["done", "retry", "fail"])
+    def test_a_settle_says_whether_it_kept_the_outcome(self, store: Store, how: str) -> None:
+        store.push(job())
+        late, current = _reclaimed(store)
+        for settled in (late, current):
+            settled.run_at, settled.error, settled.failed_at = at(650), "late", at(650)
+        assert getattr(store, how)(late) is False, (
+            f"a {how} whose fence a later claim dropped says it kept nothing"
+        )
+        assert getattr(store, how)(current) is True, f"a {how} of the claim that has it says so"
+
     def test_the_second_claim_settles_a_reclaimed_job(self, store: Store) -> None:
         store.push(job())
         _, current = _reclaimed(store)
@@ -257,7 +268,7 @@ class StorePromises:
             pytest.skip("the store is not a BatchStore")
         late, new = _stalled(store)
         late.run_at, late.error, late.failed_at = at(401), "late", at(401)
-        store.settle_many(**{how: [late]})
+        assert store.settle_many(**{how: [late]}) == [], f"a late {how} says it kept nothing"
         _assert_still_held(store, new, f"settle_many({how}=...)")
 
     @CLAIMS

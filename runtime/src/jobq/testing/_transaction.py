@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from jobq.job import Job
+from jobq.job import Claimant, Job
 from jobq.store import Store
 
 __all__ = ["InTransaction"]
@@ -19,6 +19,7 @@ __all__ = ["InTransaction"]
 _EXTRAS = (
     "claim_many",
     "failed",
+    "give_back",
     "hold_back",
     "keeps_at_once",
     "keeps_carried",
@@ -82,21 +83,22 @@ class InTransaction:
         with self._begin() as bound:
             bound.push(job)
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
+    def claim(self, now: datetime, until: datetime, by: Claimant | None = None) -> Job | None:
         with self._begin() as bound:
-            return bound.claim(now, until)
+            # Without a claimant, as a store from before claims had one is called.
+            return bound.claim(now, until) if by is None else bound.claim(now, until, by=by)
 
-    def done(self, job: Job) -> None:
+    def done(self, job: Job) -> bool:
         with self._begin() as bound:
-            bound.done(job)
+            return bound.done(job)
 
-    def retry(self, job: Job) -> None:
+    def retry(self, job: Job) -> bool:
         with self._begin() as bound:
-            bound.retry(job)
+            return bound.retry(job)
 
-    def fail(self, job: Job) -> None:
+    def fail(self, job: Job) -> bool:
         with self._begin() as bound:
-            bound.fail(job)
+            return bound.fail(job)
 
 
 @functools.cache

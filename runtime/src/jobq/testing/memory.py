@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from jobq.job import Job
+from jobq.job import Claimant, Job
 from jobq.stats import KindStats
 
 __all__ = ["MemoryStore"]
@@ -73,39 +73,41 @@ class MemoryStore:
         with self._lock:
             self._push(job, unique=False)
 
-    def claim(self, now: datetime, until: datetime) -> Job | None:
+    def claim(self, now: datetime, until: datetime, by: Claimant | None = None) -> Job | None:
         with self._lock:
-            claimed = self._claim(now, until, 1)
+            claimed = self._claim(now, until, 1, by)
         return claimed[0] if claimed else None
 
-    def done(self, job: Job) -> None:
+    def done(self, job: Job) -> bool:
         with self._lock:
-            self._done(job)
+            return self._done(job)
 
-    def retry(self, job: Job) -> None:
+    def retry(self, job: Job) -> bool:
         with self._lock:
-            self._retry(job)
+            return self._retry(job)
 
-    def fail(self, job: Job) -> None:
+    def fail(self, job: Job) -> bool:
         with self._lock:
-            self._fail(job)
+            return self._fail(job)
 
     # BatchStore
 
-    def claim_many(self, now: datetime, until: datetime, most: int) -> list[Job]:
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: Claimant | None = None
+    ) -> list[Job]:
         with self._lock:
-            return self._claim(now, until, most)
+            return self._claim(now, until, most, by)
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> None:
+    ) -> list[str]:
         with self._lock:
-            for job in done:
-                self._done(job)
-            for job in retry:
-                self._retry(job)
-            for job in fail:
-                self._fail(job)
+            return [
+                job.id
+                for settle, jobs in ((self._done, done), (self._retry, retry), (self._fail, fail))
+                for job in jobs
+                if settle(job)
+            ]
 
     # RenewStore
 
@@ -197,19 +199,13 @@ class MemoryStore:
             # The kind first, even for a late answer: the limiter said no either way.
             if job.kind not in self._rate_until or self._rate_until[job.kind] < until:
                 self._rate_until[job.kind] = until
-            row = self._claimed(job)
-            if row is None:
-                return
-            self._let_go(row)
-            row.job.attempts -= 1
-            key = (row.job.kind, row.job.key)
-            # As its claim found it: a job retried, or whose hold ran out, waited keyless.
-            # A one-at-a-time job keeps its key for good, and takes it back, as the SQL
-            # stores' do.
-            if (row.found_unique or row.alone) and key not in self._unique:
-                self._unique[key] = row.job.id
-                row.unique = True
-            self._wait(row)
+            self._give_back(job)
+
+    # GiveBackStore
+
+    def give_back(self, job: Job) -> bool:
+        with self._lock:
+            return self._give_back(job)
 
     # PauseStore
 
@@ -272,7 +268,7 @@ class MemoryStore:
         row.gen += 1
         heapq.heappush(self._later, (row.job.run_at, row.seq, row.job.id, row.gen))
 
-    def _claim(self, now: datetime, until: datetime, most: int) -> list[Job]:
+    def _claim(self, now: datetime, until: datetime, most: int, by: Claimant | None) -> list[Job]:
         # Bring in the jobs that came due, and those whose hold ran out (their
         # worker was lost): both are claimed in the same order, from one heap.
         while self._later and self._later[0][0] <= now:
@@ -286,6 +282,7 @@ class MemoryStore:
             if row is not None and row.gen == gen:
                 heapq.heappush(self._ready, (-row.job.priority, row.job.run_at, seq, id, gen))
 
+        kinds = None if by is None else by.kinds
         taken: list[_Row] = []
         of_kind: dict[str, int] = {}  # what the batch takes, which counts as held
         of_key: set[tuple[str, str]] = set()
@@ -295,7 +292,7 @@ class MemoryStore:
             row = self._rows.get(entry[3])
             if row is None or row.gen != entry[4]:
                 continue  # stale: changed since
-            if not self._may_take(row, now, of_kind, of_key):
+            if not self._may_take(row, now, of_kind, of_key, kinds):
                 passed.append(entry)
                 continue
             taken.append(row)
@@ -305,15 +302,23 @@ class MemoryStore:
                 of_key.add((kind, row.job.key))
         for entry in passed:
             heapq.heappush(self._ready, entry)
-        return [self._hold(row, until) for row in taken]
+        instance = None if by is None else by.instance
+        return [self._hold(row, until, instance) for row in taken]
 
     def _may_take(
-        self, row: _Row, now: datetime, of_kind: dict[str, int], of_key: set[tuple[str, str]]
+        self,
+        row: _Row,
+        now: datetime,
+        of_kind: dict[str, int],
+        of_key: set[tuple[str, str]],
+        kinds: frozenset[str] | None,
     ) -> bool:
         job = row.job
         if job.run_at > now or (row.held_until is not None and row.held_until > now):
             return False  # an earlier claim's time than the one that readied it
         kind = job.kind
+        if kinds is not None and kind not in kinds:
+            return False  # a kind the claimant has no handler for: left as it is
         if self._rate_until and self._rate_until.get(kind, now) > now:
             return False
         if self._paused and kind in self._paused:
@@ -334,8 +339,9 @@ class MemoryStore:
                 return False
         return True
 
-    def _hold(self, row: _Row, until: datetime) -> Job:
+    def _hold(self, row: _Row, until: datetime, instance: str | None) -> Job:
         job = row.job
+        job.claimed_by = instance
         row.found_unique = row.unique  # what hold_back gives back
         if row.unique:
             # A claim lets the key go: a push while the job runs is a new job.
@@ -375,26 +381,48 @@ class MemoryStore:
             return None
         return row
 
-    def _done(self, job: Job) -> None:
+    def _give_back(self, job: Job) -> bool:
         row = self._claimed(job)
-        if row is not None:
-            self._let_go(row)
-            del self._rows[job.id]
+        if row is None:
+            return False
+        self._let_go(row)
+        row.job.attempts -= 1
+        key = (row.job.kind, row.job.key)
+        # As its claim found it: a job retried, or whose hold ran out, waited keyless.
+        # A one-at-a-time job keeps its key for good, and takes it back, as the SQL
+        # stores' do.
+        if (row.found_unique or row.alone) and key not in self._unique:
+            self._unique[key] = row.job.id
+            row.unique = True
+        self._wait(row)
+        return True
 
-    def _retry(self, job: Job) -> None:
+    def _done(self, job: Job) -> bool:
         row = self._claimed(job)
-        if row is not None:
-            self._let_go(row)
-            row.job.run_at = job.run_at
-            row.job.error = job.error
-            self._wait(row)
+        if row is None:
+            return False
+        self._let_go(row)
+        del self._rows[job.id]
+        return True
 
-    def _fail(self, job: Job) -> None:
+    def _retry(self, job: Job) -> bool:
         row = self._claimed(job)
-        if row is not None:
-            self._let_go(row)
-            row.job.error = job.error
-            row.job.failed_at = job.failed_at or datetime.now(UTC)
+        if row is None:
+            return False
+        self._let_go(row)
+        row.job.run_at = job.run_at
+        row.job.error = job.error
+        self._wait(row)
+        return True
+
+    def _fail(self, job: Job) -> bool:
+        row = self._claimed(job)
+        if row is None:
+            return False
+        self._let_go(row)
+        row.job.error = job.error
+        row.job.failed_at = job.failed_at or datetime.now(UTC)
+        return True
 
 
 def _holds(row: _Row, now: datetime) -> bool:
