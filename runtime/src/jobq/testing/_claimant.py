@@ -7,7 +7,7 @@ import pytest
 from jobq.calls import takes_claimant
 from jobq.job import Claimant, Job
 from jobq.store import BatchStore, FailedStore, Store
-from jobq.testing._support import CLAIMS, HOLD, at, drain, job
+from jobq.testing._support import CLAIMS, HOLD, at, brief, drain, job
 
 __all__ = ["ClaimantPromises"]
 
@@ -37,6 +37,7 @@ class ClaimantPromises:
     """Tests of claims made by a Claimant; a subclass provides a ``store`` fixture."""
 
     @CLAIMS
+    @brief
     def test_a_claim_takes_only_the_kinds_its_claimant_names(
         self, store: Store, claims: str
     ) -> None:

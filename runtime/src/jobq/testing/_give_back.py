@@ -6,9 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from jobq.job import Job
-from jobq.store import GiveBackStore, OneAtATimeStore, Store, UniqueStore
-from jobq.testing._support import at, drain, job
+from jobq.store import GiveBackStore, OneAtATimeStore, Store
+from jobq.testing._support import at, brief, claimed_now, drain, job, keyed_store
 
 __all__ = ["GiveBackStorePromises"]
 
@@ -19,27 +18,15 @@ def _give_back_store(store: Store) -> GiveBackStore:
     return store
 
 
-def _unique(store: Store) -> UniqueStore:
-    if not isinstance(store, UniqueStore):
-        pytest.skip("the store is not a UniqueStore: no key to give back")
-    return store
-
-
-def _claimed(store: Store, pushed: Job, now: float = 0) -> Job:
-    claimed = store.claim(at(now), at(now + 300))
-    assert claimed is not None
-    assert claimed.id == pushed.id
-    return claimed
-
-
 class GiveBackStorePromises:
     """Tests of GiveBackStore; a subclass provides a ``store`` fixture, fresh and empty."""
 
+    @brief
     def test_give_back_puts_the_job_back_as_its_claim_found_it(self, store: Store) -> None:
         given = _give_back_store(store)
         pushed = job(kind="charge", run_at=at(5))
         store.push(pushed)
-        claimed = _claimed(store, pushed, now=10)
+        claimed = claimed_now(store, pushed, now=10)
         assert given.give_back(claimed) is True, "a give-back of a held job says it gave it back"
         again = store.claim(at(10), at(310))
         assert again is not None, "a job given back is due at its run_at at once, not held"
@@ -55,35 +42,35 @@ class GiveBackStorePromises:
         pushed = job(kind="charge")
         store.push(pushed)
         for _ in range(3):  # given back three times: no attempt is spent
-            given.give_back(_claimed(store, pushed))
-        assert _claimed(store, pushed).attempts == 1
+            given.give_back(claimed_now(store, pushed))
+        assert claimed_now(store, pushed).attempts == 1
 
     def test_give_back_holds_no_kind_back(self, store: Store) -> None:
         given = _give_back_store(store)
         a, b = job(kind="charge"), job(kind="charge", payload='{"user":2}')
         store.push(a)
         store.push(b)
-        given.give_back(_claimed(store, a))
+        given.give_back(claimed_now(store, a))
         assert sorted(j.id for j in drain(store, at(0))) == sorted([a.id, b.id]), (
             "the job given back and the rest of its kind are claimed at once"
         )
 
     def test_give_back_gives_the_job_its_key_again(self, store: Store) -> None:
         given = _give_back_store(store)
-        unique = _unique(store)
+        unique = keyed_store(store)
         pushed = job(kind="reindex", key="post-1")
         unique.push_unique(pushed)
-        given.give_back(_claimed(store, pushed))
+        given.give_back(claimed_now(store, pushed))
         again = job(kind="reindex", key="post-1")
         assert unique.push_unique(again) is False, "a job given back waits with its key again"
         assert again.id == pushed.id
 
     def test_give_back_gives_no_key_that_a_job_pushed_as_it_ran_has(self, store: Store) -> None:
         given = _give_back_store(store)
-        unique = _unique(store)
+        unique = keyed_store(store)
         pushed = job(kind="reindex", key="post-1")
         unique.push_unique(pushed)
-        claimed = _claimed(store, pushed)
+        claimed = claimed_now(store, pushed)
         meanwhile = job(kind="reindex", payload='{"v":2}', key="post-1")
         assert unique.push_unique(meanwhile) is True
         assert given.give_back(claimed) is True
@@ -100,14 +87,14 @@ class GiveBackStorePromises:
             pytest.skip("the store is not a OneAtATimeStore")
         first = job(kind="sync", key="account-1", one_at_a_time=True)
         store.push(first)
-        given.give_back(_claimed(store, first))
-        assert _claimed(store, first).attempts == 1, "no longer held: claimed again at once"
+        given.give_back(claimed_now(store, first))
+        assert claimed_now(store, first).attempts == 1, "no longer held: claimed again at once"
 
     def test_a_late_give_back_leaves_a_reclaimed_job_alone(self, store: Store) -> None:
         given = _give_back_store(store)
         pushed = job(kind="charge")
         store.push(pushed)
-        late = _claimed(store, pushed)
+        late = claimed_now(store, pushed)
         current = store.claim(at(300) + timedelta(milliseconds=1), at(600))
         assert current is not None
         assert given.give_back(late) is False, "a late give-back says it gave nothing back"
@@ -120,7 +107,7 @@ class GiveBackStorePromises:
         given = _give_back_store(store)
         pushed = job(kind="charge")
         store.push(pushed)
-        claimed = _claimed(store, pushed)
+        claimed = claimed_now(store, pushed)
         claimed.run_at, claimed.error = at(50), "try again"
         store.retry(claimed)
         assert given.give_back(claimed) is False, "a job retried is no longer held"

@@ -6,9 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from jobq.job import Job
-from jobq.store import HoldBackStore, Store, UniqueStore
-from jobq.testing._support import at, at_once, brief, drain, job
+from jobq.store import HoldBackStore, Store
+from jobq.testing._support import at, at_once, brief, claimed_now, drain, job, keyed_store
 
 __all__ = ["HoldBackStorePromises"]
 
@@ -19,19 +18,6 @@ def _hold_back_store(store: Store) -> HoldBackStore:
     return store
 
 
-def _unique(store: Store) -> UniqueStore:
-    if not isinstance(store, UniqueStore):
-        pytest.skip("the store is not a UniqueStore: no key to give back")
-    return store
-
-
-def _claimed(store: Store, pushed: Job, now: float = 0) -> Job:
-    claimed = store.claim(at(now), at(now + 300))
-    assert claimed is not None
-    assert claimed.id == pushed.id
-    return claimed
-
-
 class HoldBackStorePromises:
     """Tests of HoldBackStore; a subclass provides a ``store`` fixture, fresh and empty."""
 
@@ -40,7 +26,7 @@ class HoldBackStorePromises:
         held = _hold_back_store(store)
         pushed = job(kind="newsletter", run_at=at(5))
         store.push(pushed)
-        claimed = _claimed(store, pushed, now=10)
+        claimed = claimed_now(store, pushed, now=10)
         held.hold_back(claimed, at(60))
         again = store.claim(at(60), at(360))
         assert again is not None, "a held-back job waits again"
@@ -58,7 +44,7 @@ class HoldBackStorePromises:
         store.push(job(kind="newsletter", payload='{"user":2}'))
         other = job(kind="welcome-mail")
         store.push(other)
-        held.hold_back(_claimed(store, pushed), at(60))
+        held.hold_back(claimed_now(store, pushed), at(60))
         got = store.claim(at(59.999), at(300))
         assert got is not None, "a kind held back keeps no other kind waiting"
         assert got.id == other.id
@@ -72,7 +58,7 @@ class HoldBackStorePromises:
         a, b = job(kind="newsletter"), job(kind="newsletter", payload='{"user":2}')
         store.push(a)
         store.push(b)
-        claimed_a, claimed_b = _claimed(store, a), _claimed(store, b)
+        claimed_a, claimed_b = claimed_now(store, a), claimed_now(store, b)
         held.hold_back(claimed_a, at(60))
         held.hold_back(claimed_b, at(30))
         assert store.claim(at(59.999), at(300)) is None, (
@@ -82,20 +68,20 @@ class HoldBackStorePromises:
 
     def test_hold_back_gives_the_job_its_key_again(self, store: Store) -> None:
         held = _hold_back_store(store)
-        unique = _unique(store)
+        unique = keyed_store(store)
         pushed = job(kind="reindex", key="post-1")
         unique.push_unique(pushed)
-        held.hold_back(_claimed(store, pushed), at(1))
+        held.hold_back(claimed_now(store, pushed), at(1))
         again = job(kind="reindex", key="post-1")
         assert unique.push_unique(again) is False, "a held-back job waits with its key again"
         assert again.id == pushed.id
 
     def test_hold_back_gives_no_key_that_a_job_pushed_as_it_ran_has(self, store: Store) -> None:
         held = _hold_back_store(store)
-        unique = _unique(store)
+        unique = keyed_store(store)
         pushed = job(kind="reindex", key="post-1")
         unique.push_unique(pushed)
-        claimed = _claimed(store, pushed)
+        claimed = claimed_now(store, pushed)
         meanwhile = job(kind="reindex", payload='{"v":2}', key="post-1")
         assert unique.push_unique(meanwhile) is True
         held.hold_back(claimed, at(1))
@@ -112,7 +98,7 @@ class HoldBackStorePromises:
         held = _hold_back_store(store)
         pushed = job(kind="newsletter")
         store.push(pushed)
-        late = _claimed(store, pushed)
+        late = claimed_now(store, pushed)
         current = store.claim(at(300) + timedelta(milliseconds=1), at(600))
         assert current is not None
         assert current.attempts == 2
@@ -129,13 +115,13 @@ class HoldBackStorePromises:
         self, store: Store
     ) -> None:
         held = _hold_back_store(store)
-        unique = _unique(store)
+        unique = keyed_store(store)
 
         def one_round(round: int) -> None:
             kind = f"reindex-{round}"
             pushed = job(kind=kind, key="post-1")
             unique.push_unique(pushed)
-            claimed = _claimed(store, pushed)
+            claimed = claimed_now(store, pushed)
             racing = job(kind=kind, payload='{"v":2}', key="post-1")
 
             def race(n: int) -> bool:

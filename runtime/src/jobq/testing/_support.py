@@ -11,7 +11,7 @@ from typing import TypeVar
 import pytest
 
 from jobq.job import Job
-from jobq.store import BatchStore, HoldBackStore, Store
+from jobq.store import BatchStore, HoldBackStore, Store, UniqueStore
 
 # Times in the suite are fixed, whole milliseconds (what SQL stores keep), and far
 # from now, so that no store can pass by reading its own clock.
@@ -23,6 +23,21 @@ FAR = T0 + timedelta(days=3650)
 def at(seconds: float) -> datetime:
     """T0 plus ``seconds``."""
     return T0 + timedelta(seconds=seconds)
+
+
+def keyed_store(store: Store) -> UniqueStore:
+    """``store`` as a UniqueStore, or skip the test: it keeps no key to give back."""
+    if not isinstance(store, UniqueStore):
+        pytest.skip("the store is not a UniqueStore: no key to give back")
+    return store
+
+
+def claimed_now(store: Store, pushed: Job, now: float = 0) -> Job:
+    """Claim at ``now`` (held 300 s), which must return ``pushed``."""
+    claimed = store.claim(at(now), at(now + 300))
+    assert claimed is not None
+    assert claimed.id == pushed.id
+    return claimed
 
 
 def job(
