@@ -344,9 +344,28 @@ def test_claims_of_an_at_once_kind_from_many_instances_never_hold_more_than_its_
     held = MostHeld()
     ran = _work_through(stores, most, lambda j: j.kind, held)
     assert sorted(ran, key=int) == sorted(pushed, key=int)
-    assert held.most["resize"] == 2  # reached, never passed
+    # Never passed; that the limit is reached is the next test's (a race here
+    # reaches it only when two claims happen to overlap, which a loaded machine
+    # may not give).
+    assert held.most["resize"] <= 2
     assert held.most["upload"] == 1
-    assert held.most["mail"] >= 2  # the kind with no limit runs as wide as the claims go
+
+
+def test_an_at_once_kind_is_held_up_to_its_limit_across_instances(
+    instances: Callable[[int], list[Any]],
+) -> None:
+    stores = instances(4)
+    for i in range(3):
+        for kind, limit in (("resize", 2), ("upload", 1)):
+            stores[0].push(_job(kind, at_once=limit, payload=f'{{"n":{i}}}'))
+    claimed = [stores[n].claim(T0, HOLD) for n in range(4)]
+    assert [j.kind if j else None for j in claimed] == ["resize", "upload", "resize", None]
+    for mail in range(3):
+        stores[0].push(_job("mail", payload=f'{{"n":{mail}}}'))
+    wide = [stores[n].claim(T0, HOLD) for n in range(4)]
+    assert [j.kind if j else None for j in wide] == ["mail", "mail", "mail", None], (
+        "a kind with no limit is held by as many claims as ask"
+    )
 
 
 def test_a_limited_job_due_first_is_claimed_before_the_jobs_with_no_limit(
