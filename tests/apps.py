@@ -85,15 +85,19 @@ def install(db: str, base: Path) -> Installed:
     """Render the app for ``db`` under ``base`` and install it, with its test extra."""
     folder = render(db, base / APP)
     venv = base / "venv"
-    # uv: 4 s of CPU an app where pip took 42. The runtime is a local directory, which
-    # uv would take from its cache unless its pyproject changed: build it afresh.
+    # uv: 11 s of CPU an app where pip took 42. The runtime is a local directory, which
+    # uv would take from its cache unless its pyproject changed: build it afresh. Compiled
+    # as pip does, and the app's own (editable) code too: where PYTHONDONTWRITEBYTECODE is
+    # set, each of the many processes the tests start would compile every module it imports.
     uv = [sys.executable, "-m", "uv"]
     subprocess.run([*uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
     installed = Installed(db, folder, venv)
     installing = installed.run(
-        *uv, "pip", "install", "-q", "--python", installed.python,
+        *uv, "pip", "install", "-q", "--compile-bytecode", "--python", installed.python,
         "--reinstall-package", "jobq", "-e", ".[test]",
         timeout=900,
     )  # fmt: skip
     assert installing.returncode == 0, installing.stdout + installing.stderr
+    compiled = installed.run(installed.python, "-m", "compileall", "-q", "src")
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     return installed

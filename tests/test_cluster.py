@@ -163,6 +163,7 @@ class Cluster:
         self.kills: dict[str, int] = {}
         self.exits: list[int | None] = []
         self._logs = itertools.count(1)
+        self._verbs: subprocess.Popen[str] | None = None
 
     def scalar(self, sql: str, **params: object) -> int:
         with self.engine.connect() as conn:
@@ -201,9 +202,26 @@ class Cluster:
         process.wait()
 
     def verb(self, *args: str) -> None:
-        done = self.app.run(self.app.python, str(CLUSTER), args[0], self.url, *args[1:],
-                            env=self.env)  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
+        """Push, pause or resume, by the story's one process for verbs; back once done."""
+        if self._verbs is None:
+            log = self.stack.enter_context((self.folder / "verbs.log").open("w"))
+            self._verbs = subprocess.Popen(
+                [self.app.python, str(CLUSTER), "verbs", self.url],
+                cwd=self.app.folder, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=log, text=True,
+            )  # fmt: skip
+            assert self._verbs.stdin is not None
+            assert self._verbs.stdout is not None
+            # Run last first: its input closed, it ends; then it is waited for; then its output.
+            self.stack.callback(self._verbs.stdout.close)
+            self.stack.callback(_ended, self._verbs)
+            self.stack.callback(self._verbs.stdin.close)
+        assert self._verbs.stdin is not None
+        assert self._verbs.stdout is not None
+        self._verbs.stdin.write(" ".join(args) + "\n")
+        self._verbs.stdin.flush()
+        answer = self._verbs.stdout.readline().strip()
+        assert answer == "done", f"{' '.join(args)}: {answer or 'it exited'}\n{self.logs()}"
 
     def stop(self) -> None:
         for process in self.live.values():
@@ -695,7 +713,7 @@ def _int(value: object) -> int | None:
     return None if value is None else int(value)  # type: ignore[call-overload]
 
 
-def _ended(process: subprocess.Popen[bytes]) -> None:
+def _ended(process: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
         try:

@@ -3,10 +3,10 @@
     python cluster.py run URL NAME [KEYS ROUNDS]  # the queue until SIGTERM; and, given KEYS
                                                   # and ROUNDS, push each of KEYS keyed jobs
                                                   # ROUNDS times, in a random order, as it runs
-    python cluster.py push URL KIND=N ...         # push N jobs of each KIND, then exit
-                                                  # (slow=N:S: each sleeps S seconds)
-    python cluster.py pause URL KIND              # pause KIND on every instance
-    python cluster.py resume URL KIND
+    python cluster.py verbs URL                   # a verb a line of standard input:
+                                                  # push KIND=N ...: N jobs of each KIND
+                                                  # (slow=N:S: each sleeps S seconds);
+                                                  # pause KIND, resume KIND: on every instance
 
 The instance is the app's own (make_app: its store, its queue, its kinds), with
 kinds more whose handlers note each run, as it starts and as it ends, in a
@@ -38,6 +38,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -256,29 +257,44 @@ async def run(url: str, name: str, keys: int, rounds: int) -> None:
     noted.engine.dispose()
 
 
-def push(url: str, orders: list[str]) -> None:
+def push(app: App, kinds: dict[str, jobq.Kind[Any]], orders: list[str]) -> None:
+    for order in orders:
+        kind, _, count = order.partition("=")
+        many, _, seconds = count.partition(":")
+        # Transactions of a few hundred: as fast as one, and none too long for SQLite.
+        for start in range(0, int(many), 500):
+            with app.engine.begin() as conn:
+                for n in range(start, min(start + 500, int(many))):
+                    push_noted(
+                        app, kinds[kind], "pusher", n, conn, float(seconds) if seconds else None
+                    )
+    app.queue.wake()
+
+
+def verbs(url: str) -> None:
+    """Each line of standard input a verb (push, pause, resume) done; "done" or "failed" after it.
+
+    One process for all of a story's verbs: a process a verb cost the story a
+    second of CPU each, to import the app.
+    """
     with make_app(url, workers=0) as app:
         kinds = with_kinds(app, Noted(url, "pusher"))
-        for order in orders:
-            kind, _, count = order.partition("=")
-            many, _, seconds = count.partition(":")
-            # Transactions of a few hundred: as fast as one, and none too long for SQLite.
-            for start in range(0, int(many), 500):
-                with app.engine.begin() as conn:
-                    for n in range(start, min(start + 500, int(many))):
-                        push_noted(
-                            app, kinds[kind], "pusher", n, conn, float(seconds) if seconds else None
-                        )
-        app.queue.wake()
-    print(f"pushed {' '.join(orders)}", flush=True)
-
-
-def pause(url: str, kind: str, resume: bool) -> None:
-    with make_app(url, workers=0) as app:
-        if resume:
-            assert app.jobs.resume(kind), f"{kind} was not paused"
-        else:
-            app.jobs.pause(kind, None)
+        for line in sys.stdin:
+            verb, *args = line.split()
+            try:
+                if verb == "push":
+                    push(app, kinds, args)
+                elif verb == "resume":
+                    assert app.jobs.resume(args[0]), f"{args[0]} was not paused"
+                elif verb == "pause":
+                    app.jobs.pause(args[0], None)
+                else:
+                    raise ValueError(f"no verb {verb!r}")
+            except Exception:
+                traceback.print_exc()
+                print("failed", flush=True)
+            else:
+                print("done", flush=True)
 
 
 if __name__ == "__main__":
@@ -286,7 +302,5 @@ if __name__ == "__main__":
     if verb == "run":
         name, keys, rounds = (*args, "0", "0")[:3]
         asyncio.run(run(url, name, int(keys), int(rounds)))
-    elif verb == "push":
-        push(url, args)
     else:
-        pause(url, args[0], resume=verb == "resume")
+        verbs(url)
