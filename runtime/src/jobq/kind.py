@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -69,12 +70,16 @@ class Options:
     rate: Limiter | None = None  # asked as each job is claimed; refused jobs wait in the store
 
     def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ConfigError(f"attempts must be 1 or more, not {self.attempts}")
-        if self.timeout <= 0:
-            raise ConfigError(f"timeout must be more than 0 seconds, not {self.timeout}")
-        if self.at_once < 0:
-            raise ConfigError(f"at_once must be 1 or more (0 for no limit), not {self.at_once}")
+        if not _whole(self.attempts) or self.attempts < 1:
+            raise ConfigError(f"attempts must be a whole number, 1 or more, not {self.attempts!r}")
+        if not _finite_seconds(self.timeout) or self.timeout <= 0:
+            raise ConfigError(f"timeout must be more than 0 seconds, not {self.timeout!r}")
+        if not _whole(self.at_once) or self.at_once < 0:
+            raise ConfigError(
+                f"at_once must be a whole number, 1 or more (0 for no limit), not {self.at_once!r}"
+            )
+        if not _whole(self.priority):
+            raise ConfigError(f"priority must be a whole number, not {self.priority!r}")
         if (self.latest or self.one_at_a_time) and not self.unique:
             option = "latest" if self.latest else "one_at_a_time"
             raise ConfigError(f"{option}=True is an option of unique kinds: add unique=True")
@@ -82,6 +87,16 @@ class Options:
             raise ConfigError(
                 f"rate must be a jobq.Limiter (a `take(name) -> float` method), not {self.rate!r}"
             )
+
+
+def _whole(n: object) -> bool:
+    """An int, not a bool (True is 1 to Python, and no count a user means)."""
+    return isinstance(n, int) and not isinstance(n, bool)
+
+
+def _finite_seconds(n: object) -> bool:
+    """A finite number of seconds: NaN passes every comparison's guard, and inf never ends."""
+    return isinstance(n, int | float) and not isinstance(n, bool) and math.isfinite(n)
 
 
 class _Home(Protocol):

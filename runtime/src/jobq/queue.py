@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import math
 import typing
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -62,8 +63,12 @@ class Queue:
             raise ConfigError(
                 f"{store!r} is not a jobq.Store: it needs push, claim, done, retry and fail"
             )
-        if workers < 1:
-            raise ConfigError(f"workers must be 1 or more, not {workers}")
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise ConfigError(f"workers must be a whole number, 1 or more, not {workers!r}")
+        for name, given in (("poll", poll), ("grace", grace), ("hold", hold)):
+            # NaN passes every comparison's guard; inf would never come round.
+            if not isinstance(given, int | float) or not math.isfinite(given):
+                raise ConfigError(f"{name} must be a finite number of seconds, not {given!r}")
         if poll <= 0 or grace < 0 or hold <= 0:
             raise ConfigError("poll and hold must be more than 0 seconds, and grace 0 or more")
         for carrier in carry:

@@ -531,7 +531,7 @@ class Runner:
                     timed_out = TimeoutError(f"the job took longer than its timeout, {timeout:g}s")
                     timed_out.__cause__ = e
                     attempt.error = timed_out
-            except Exception as e:
+            except _ESCAPES as e:  # the handler's own: it fails its attempt, not the queue
                 attempt.error = e
             finally:
                 ends.end()
@@ -564,7 +564,7 @@ class Runner:
             attempt.error = e
             attempt.ended = time.monotonic()
             await self._outlive(e.thread, attempt)
-        except Exception as e:
+        except _ESCAPES as e:  # the handler's own: it fails its attempt, not the queue
             attempt.error = e
         if not attempt.ended:
             attempt.ended = time.monotonic()
@@ -586,7 +586,7 @@ class Runner:
         try:
             await asyncio.shield(thread)
             err = ""
-        except Exception as e:
+        except _ESCAPES as e:
             err = str(e)
         say_job(
             job,
@@ -862,6 +862,14 @@ def _nothing() -> None:
     pass
 
 
+# What a handler raises that fails its attempt. SystemExit and KeyboardInterrupt
+# too: raised in a handler (sys.exit in a library, say) they are its failure, and
+# left to asyncio they would end the whole queue, or leave it dead while the app
+# serves. CancelledError is not among them: a cancel is the queue's own (a stop,
+# a deadline), handled where the handler is awaited.
+_ESCAPES = (Exception, SystemExit, KeyboardInterrupt)
+
+
 def _nothing_kept(failed: BaseException | None) -> None:
     """A done job's settle that nobody observes: a failure was logged as it happened."""
 
@@ -894,6 +902,8 @@ def _describe(error: BaseException) -> str:
     text = str(error)
     if isinstance(error, Permanent) and error.__cause__ is not None:
         text = f"{text}: {error.__cause__}"
+    if isinstance(error, SystemExit | KeyboardInterrupt):  # sys.exit(0) says only "0"
+        return f"{type(error).__name__}: {text}" if text else type(error).__name__
     return text or type(error).__name__
 
 

@@ -1,0 +1,150 @@
+"""A handler that raises SystemExit or KeyboardInterrupt fails its attempt, never the queue.
+
+And options that are no number a queue can count with (NaN, infinity, a fraction
+of an attempt) are refused as the kind or the queue is made, not found out later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import sys
+from collections.abc import Callable
+
+import pytest
+
+import jobq
+from jobq.testing import MemoryStore
+
+LIVENESS = 10.0  # seconds: bounds a failing test only
+
+
+def _exit_0() -> None:
+    sys.exit(0)
+
+
+def _exit_with_text() -> None:
+    sys.exit("the library gave up")
+
+
+def _interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+ESCAPES: list[tuple[Callable[[], None], str]] = [
+    (_exit_0, "SystemExit: 0"),
+    (_exit_with_text, "SystemExit: the library gave up"),
+    (_interrupt, "KeyboardInterrupt"),
+]
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async def", "def"])
+@pytest.mark.parametrize(("escape", "kept"), ESCAPES, ids=["exit 0", "exit text", "interrupt"])
+def test_a_handlers_exit_fails_its_job_and_the_drain_runs_the_others(
+    escape: Callable[[], None], kept: str, is_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+    ran: list[int] = []
+
+    async def bad_async(n: int) -> None:
+        escape()
+
+    def bad_def(n: int) -> None:
+        escape()
+
+    bad = q.handle("bad", bad_async if is_async else bad_def, attempts=1)
+
+    @q.kind("good")
+    async def good(n: int) -> None:
+        ran.append(n)
+
+    good.push(1)
+    bad.push(0)
+    good.push(2)
+    with caplog.at_level(logging.WARNING, logger="jobq"):
+        assert q.drain() == 3
+    assert ran == [1, 2]
+    [failed] = store.failed()
+    assert (failed.kind, failed.error) == ("bad", kept)
+    assert any(kept in record.getMessage() for record in caplog.records), "logged with its type"
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async def", "def"])
+async def test_a_running_queue_outlives_a_handlers_exit_and_stops_when_told(
+    is_async: bool,
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store, poll=0.05)
+    later = asyncio.Event()
+    bad = q.handle("bad", _exit_async if is_async else _exit_0_of, attempts=1)
+
+    @q.kind("good")
+    async def good(n: int) -> None:
+        later.set()
+
+    bad.push(0)
+    running = asyncio.create_task(q.run())
+    await asyncio.wait_for(_until(lambda: len(store.failed()) == 1), LIVENESS)
+    good.push(1)  # pushed after the exit: the queue still claims and runs
+    await asyncio.wait_for(later.wait(), LIVENESS)
+    assert not running.done(), "the queue runs on"
+    q.stop()
+    await asyncio.wait_for(running, LIVENESS)  # and stops cleanly, with no error
+
+
+async def _exit_async(n: int) -> None:
+    sys.exit(0)
+
+
+def _exit_0_of(n: int) -> None:
+    sys.exit(0)
+
+
+async def _until(what: Callable[[], bool]) -> None:
+    while not what():  # noqa: ASYNC110 - the condition is the store's record
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"timeout": math.nan}, "timeout must be more than 0 seconds, not nan"),
+        ({"timeout": math.inf}, "timeout must be more than 0 seconds, not inf"),
+        ({"attempts": 2.5}, "attempts must be a whole number, 1 or more, not 2.5"),
+        ({"attempts": True}, "attempts must be a whole number, 1 or more, not True"),
+        ({"at_once": 1.5}, "at_once must be a whole number, 1 or more (0 for no limit), not 1.5"),
+        ({"priority": 0.5}, "priority must be a whole number, not 0.5"),
+    ],
+    ids=["timeout nan", "timeout inf", "attempts 2.5", "attempts True", "at_once 1.5", "priority"],
+)
+def test_a_kinds_option_that_is_no_count_is_refused_as_it_is_registered(
+    options: dict[str, object], said: str
+) -> None:
+    q = jobq.Queue(MemoryStore())
+    with pytest.raises(jobq.ConfigError) as refused:
+        q.handle("report", _report, **options)  # type: ignore[arg-type]
+    assert str(refused.value) == said
+    q.handle("report", _report)  # nothing was registered: the name is free
+
+
+async def _report(n: int) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"poll": math.nan}, "poll must be a finite number of seconds, not nan"),
+        ({"hold": math.inf}, "hold must be a finite number of seconds, not inf"),
+        ({"grace": math.nan}, "grace must be a finite number of seconds, not nan"),
+        ({"workers": 2.5}, "workers must be a whole number, 1 or more, not 2.5"),
+    ],
+    ids=["poll nan", "hold inf", "grace nan", "workers 2.5"],
+)
+def test_a_queues_option_that_is_no_count_is_refused_as_it_is_made(
+    options: dict[str, object], said: str
+) -> None:
+    with pytest.raises(jobq.ConfigError) as refused:
+        jobq.Queue(MemoryStore(), **options)  # type: ignore[arg-type]
+    assert str(refused.value) == said
