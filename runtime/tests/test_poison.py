@@ -148,3 +148,34 @@ def test_a_queues_option_that_is_no_count_is_refused_as_it_is_made(
     with pytest.raises(jobq.ConfigError) as refused:
         jobq.Queue(MemoryStore(), **options)  # type: ignore[arg-type]
     assert str(refused.value) == said
+
+
+@pytest.mark.parametrize(
+    ("backoff", "said"),
+    [
+        (lambda attempt: math.nan, "it gave nan seconds"),
+        (lambda attempt: math.inf, "it gave inf seconds"),
+        (lambda attempt: 1e300, "too large"),
+        (lambda attempt: 1 / 0, "division by zero"),
+    ],
+    ids=["nan", "inf", "past a datetime", "raises"],
+)
+def test_a_backoff_that_gives_no_time_fails_the_job_for_good_saying_so(
+    backoff: Callable[[int], float], said: str
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+
+    @q.kind("sync", backoff=backoff)
+    async def sync(n: int) -> None:
+        raise ConnectionError("the CRM is down")
+
+    sync.push(1)
+    assert q.drain() == 1
+    [failed] = store.failed()
+    assert failed.error is not None
+    assert failed.error.startswith(
+        "the CRM is down (kept as failed: the kind's backoff failed for attempt 1: "
+    )
+    assert said in failed.error
+    assert len(store) == 1  # that one, failed: nothing left unsettled

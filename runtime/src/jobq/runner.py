@@ -13,6 +13,7 @@ import contextvars
 import heapq
 import inspect
 import logging
+import math
 import os
 import secrets
 import socket
@@ -693,15 +694,17 @@ class Runner:
             # What on_fail and the logs see as current_job(): the job as it ran.
             _current.set(_copy(job))
             now = datetime.now(UTC)
-            if isinstance(error, Permanent | ValueDoesNotFit) or (
-                job.attempts >= kind.options.attempts
+            again, why = None, ""
+            if not isinstance(error, Permanent | ValueDoesNotFit) and (
+                job.attempts < kind.options.attempts
             ):
+                again, why = _next_run(kind, job.attempts, now)
+            if again is None:
                 how, outcome = "fail", Outcome.FAILED
-                job.error, job.failed_at = _describe(error), now
+                job.error, job.failed_at = _describe(error) + why, now
             else:
                 how, outcome = "retry", Outcome.RETRIED
-                wait = seconds(kind.options.backoff(job.attempts))
-                job.error, job.run_at = _describe(error), now + timedelta(seconds=wait)
+                job.error, job.run_at = _describe(error), again
         context = contextvars.copy_context()
         self._calls.settle_then(
             how, job, lambda failed: context.run(self._kept, attempt, outcome, failed)
@@ -896,6 +899,21 @@ def _lost(job: Job, attempts: int) -> str:
         f"it may be what kills its instance: fix its handler, then run it again"
     )
     return text if job.error is None else f"{text}; the attempt before it: {job.error}"
+
+
+def _next_run(kind: Kind[Any], attempt: int, now: datetime) -> tuple[datetime | None, str]:
+    """When a failed attempt runs again, by the kind's backoff; None, and why, if it cannot say.
+
+    A backoff that raises, or gives NaN, infinity or a wait past what a datetime
+    holds, fails the job for good, with that in its error: never left unsettled.
+    """
+    try:
+        wait = seconds(kind.options.backoff(attempt))
+        if math.isnan(wait) or math.isinf(wait):
+            raise ValueError(f"it gave {wait} seconds")
+        return now + timedelta(seconds=wait), ""
+    except Exception as e:  # the app's function: any bug of its own
+        return None, f" (kept as failed: the kind's backoff failed for attempt {attempt}: {e})"
 
 
 def _describe(error: BaseException) -> str:
