@@ -179,3 +179,29 @@ def test_a_backoff_that_gives_no_time_fails_the_job_for_good_saying_so(
     )
     assert said in failed.error
     assert len(store) == 1  # that one, failed: nothing left unsettled
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async def", "def"])
+def test_a_handler_that_raises_cancelled_error_fails_its_attempt_saying_so(
+    is_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+
+    async def upload_async(n: int) -> None:
+        raise asyncio.CancelledError
+
+    def upload_def(n: int) -> None:
+        raise asyncio.CancelledError
+
+    upload = q.handle("upload", upload_async if is_async else upload_def, attempts=1)
+    upload.push(1)
+    with caplog.at_level(logging.WARNING, logger="jobq"):
+        assert q.drain() == 1
+    [failed] = store.failed()
+    assert failed.error == (
+        "the handler raised asyncio.CancelledError, which only a cancel may raise: "
+        "raise another exception to fail a job"
+    )
+    assert any("raised asyncio.CancelledError" in r.getMessage() for r in caplog.records)
+    assert not any("lost" in r.getMessage() for r in caplog.records)

@@ -525,8 +525,10 @@ class Runner:
                 await cast("Awaitable[None]", kind.handler(attempt.value))
             except asyncio.CancelledError as e:
                 if not ends.end():
-                    raise  # the run's own cancel, not the deadline's
-                if ends.cut:
+                    if task.cancelling():
+                        raise  # the run's own cancel, not the deadline's
+                    attempt.error = _RaisedCancel()  # raised by the handler: its failure
+                elif ends.cut:
                     cut = True  # the stop's grace ran out: it goes back
                 else:
                     timed_out = TimeoutError(f"the job took longer than its timeout, {timeout:g}s")
@@ -616,7 +618,10 @@ class Runner:
             result = await asyncio.shield(thread)
         except asyncio.CancelledError as e:
             if not ends.end():
-                raise  # the run's own cancel, not the deadline's
+                current = asyncio.current_task()
+                if current is None or current.cancelling():
+                    raise  # the run's own cancel, not the deadline's
+                raise _RaisedCancel() from e  # the handler raised it, in its thread
             if not ends.cut:
                 raise _ThreadTimeout(timeout, thread) from e
             # The grace ran out, but a thread cannot be cancelled: the job is not put
@@ -947,6 +952,16 @@ _JOB_FIELDS = attrgetter(*(f.name for f in fields(Job)))
 def _copy(job: Job) -> Job:
     """A copy of ``job`` (``dataclasses.replace`` costs five times as much, on every job)."""
     return Job(*_JOB_FIELDS(job))
+
+
+class _RaisedCancel(Exception):
+    """A handler raised CancelledError itself: its failure, not a cancel of the queue's."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the handler raised asyncio.CancelledError, which only a cancel may raise: "
+            "raise another exception to fail a job"
+        )
 
 
 class _ThreadTimeout(TimeoutError):
