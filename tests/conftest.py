@@ -29,7 +29,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     A story (the cluster's and the instances' stories, a module-scoped fixture
     for each database) is told on the worker that first needs it: the tests
     that read one database's story go together, each database's apart.
+
+    And the longest first: the workers take tests in this order, and a story or
+    an app's own suite of minutes taken last kept the run going minutes after
+    the short tests were done.
     """
+    items.sort(key=_longest_first)
     for item in items:
         story = STORIES.get(item.path.name)
         callspec = getattr(item, "callspec", None)
@@ -38,6 +43,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         db = next((v for k, v in callspec.params.items() if k in story), None)
         if db is not None:
             item.add_marker(pytest.mark.xdist_group(f"{item.path.stem}-{db}"))
+
+
+# The files of the tests that take minutes (stories, rendered apps' own suites, a
+# browser, the model runs), the longest first; the rest keep their order after them.
+LONGEST = ["test_cluster.py", "test_template.py", "test_model.py", "test_instances.py",
+           "test_browser.py", "test_tutorial.py", "test_outage.py"]  # fmt: skip
+
+
+def _longest_first(item: pytest.Item) -> int:
+    name = item.path.name
+    return LONGEST.index(name) if name in LONGEST else len(LONGEST)
 
 
 # The files whose tests read a story told once a database, by the names that give it.
