@@ -20,6 +20,7 @@ from dbfixtures import ENV, MigratedDatabase, fresh_database
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from pathlib import Path
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into node ids
@@ -145,15 +146,21 @@ def _tables(db: str, request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def apps(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Installed]:
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of the whole run's: under pytest-xdist, each worker's session shares it."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def apps(run_folder: Path) -> Callable[[str], Installed]:
     """The app rendered for a database and installed, once a run for each database.
 
     Under pytest-xdist each worker is a session of its own: the first to need a
     database's app installs it in the run's shared folder, under a lock, and the
     others wait for it and use the same one (their tests only read its files).
     """
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared = run_folder
     installed: dict[str, Installed] = {}
 
     def app(db: str) -> Installed:

@@ -157,7 +157,9 @@ class Cluster:
     def __init__(self, app: Installed, url: str, folder: Path, stack: ExitStack) -> None:
         self.app, self.url, self.folder, self.stack = app, url, folder, stack
         self.env = app.env(DATABASE_URL=url)
-        self.engine = sa.create_engine(url, poolclass=sa.NullPool)
+        # One kept connection: the story is watched ten times a second, and a new
+        # connection for each look cost the server a process (and both sides the CPU).
+        self.engine = sa.create_engine(url, pool_size=1, max_overflow=1)
         stack.callback(self.engine.dispose)
         self.live: dict[str, subprocess.Popen[bytes]] = {}
         self.kills: dict[str, int] = {}
