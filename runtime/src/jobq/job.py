@@ -31,6 +31,9 @@ class Job:
     carried: dict[str, str] | None = None
     priority: int = 0  # of due jobs, the higher is claimed first
     claimed_by: str | None = None  # the instance of its latest claim (Claimant.instance)
+    # What of its stored row could not be read ("" for nothing): a hand or an old
+    # version left a column no store writes. The queue fails it for good, unrun.
+    unreadable: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

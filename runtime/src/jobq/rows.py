@@ -110,6 +110,20 @@ def job(row: Sequence[Any]) -> Job:
         priority,
         claimed_by,
     ) = row
+    # What a store writes reads back in a few µs; anything else (a hand's or an old
+    # version's edit) makes the job unreadable, and only that job: never the claim.
+    unreadable = ""
+    try:
+        limit = int(at_once) if at_once else 0
+    except (TypeError, ValueError):
+        limit, unreadable = 0, f"at_once is not a whole number: {at_once!r}"
+    try:
+        order = int(priority) if priority else 0
+    except (TypeError, ValueError):
+        order, unreadable = 0, unreadable or f"priority is not a whole number: {priority!r}"
+    context: dict[str, str] | None = None
+    if carried is not None:
+        context, unreadable = _carried(carried, unreadable)
     # By position, in Job's field order: a claim makes a Job of each row it takes,
     # and keywords cost twice as much.
     return Job(
@@ -122,11 +136,26 @@ def job(row: Sequence[Any]) -> Job:
         None if failed_at is None else _EPOCH + int(failed_at) * _MS,
         unique_key or alone_key or "",
         alone_key is not None,
-        int(at_once) if at_once else 0,
-        None if carried is None else json.loads(carried),
-        int(priority) if priority else 0,
+        limit,
+        context,
+        order,
         claimed_by,
+        unreadable,
     )
+
+
+def _carried(text: Any, unreadable: str) -> tuple[dict[str, str] | None, str]:
+    """The carried column read back: a JSON object of strings, as ``jobq.carried`` writes it."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        value = None
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        return value, unreadable
+    shown = repr(text) if len(str(text)) <= 80 else repr(str(text)[:80]) + "..."
+    return None, unreadable or f"carried is not a JSON object of strings: {shown}"
 
 
 class Statements(Protocol):

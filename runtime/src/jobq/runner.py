@@ -488,6 +488,14 @@ class Runner:
             if kind is None:
                 await self._no_handler(job, datetime.now(UTC))
                 return False
+            if job.unreadable:  # a row no store wrote: this job's failure alone
+                attempt = _Attempt(job, kind, claimed, job.run_at)
+                attempt.error = Permanent(
+                    f"job {job.id}'s row could not be read: {job.unreadable}; "
+                    "mend the row, then run the job again"
+                )
+                self._finish(attempt)
+                return False
             if job.carried:  # in this job's own context: its handler, limiter and on_fail see it
                 restore(self.queue.carry, job.carried, kind=job.kind, job=job.id)
             options = kind.options
