@@ -70,15 +70,15 @@ class Options:
     rate: Limiter | None = None  # asked as each job is claimed; refused jobs wait in the store
 
     def __post_init__(self) -> None:
-        if not _whole(self.attempts) or self.attempts < 1:
+        if not whole(self.attempts) or self.attempts < 1:
             raise ConfigError(f"attempts must be a whole number, 1 or more, not {self.attempts!r}")
         if not _finite_seconds(self.timeout) or self.timeout <= 0:
             raise ConfigError(f"timeout must be more than 0 seconds, not {self.timeout!r}")
-        if not _whole(self.at_once) or self.at_once < 0:
+        if not whole(self.at_once) or self.at_once < 0:
             raise ConfigError(
                 f"at_once must be a whole number, 1 or more (0 for no limit), not {self.at_once!r}"
             )
-        if not _whole(self.priority):
+        if not whole(self.priority):
             raise ConfigError(f"priority must be a whole number, not {self.priority!r}")
         if (self.latest or self.one_at_a_time) and not self.unique:
             option = "latest" if self.latest else "one_at_a_time"
@@ -89,7 +89,7 @@ class Options:
             )
 
 
-def _whole(n: object) -> bool:
+def whole(n: object) -> bool:
     """An int, not a bool (True is 1 to Python, and no count a user means)."""
     return isinstance(n, int) and not isinstance(n, bool)
 

@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jobq.calls import StoreCalls
 from jobq.carry import Carrier, carried
 from jobq.errors import ConfigError
-from jobq.kind import Backoff, Handler, Kind, OnFail, Options, default_backoff, seconds
+from jobq.kind import (
+    Backoff,
+    Handler,
+    Kind,
+    OnFail,
+    Options,
+    default_backoff,
+    seconds,
+    whole,
+)
 from jobq.limiter import Limiter
 from jobq.runner import Runner, running_loop
 from jobq.store import (
@@ -63,7 +72,7 @@ class Queue:
             raise ConfigError(
                 f"{store!r} is not a jobq.Store: it needs push, claim, done, retry and fail"
             )
-        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        if not whole(workers) or workers < 1:
             raise ConfigError(f"workers must be a whole number, 1 or more, not {workers!r}")
         for name, given in (("poll", poll), ("grace", grace), ("hold", hold)):
             # NaN passes every comparison's guard; inf would never come round.
