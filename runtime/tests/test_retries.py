@@ -115,15 +115,46 @@ def test_failures_are_logged_a_warning_with_attempts_left_and_an_error_at_the_la
     assert first.getMessage().startswith(
         f"a job failed, and will run again kind=verify-mail job={id} attempt=1 at="
     )
-    assert first.getMessage().endswith('err="dial tcp: connection refused"')
+    assert first.getMessage().endswith(
+        'type=ConnectionRefusedError err="dial tcp: connection refused"'
+    )
     fields = (first.kind, first.job, first.attempt)  # type: ignore[attr-defined]
     assert fields == ("verify-mail", id, 1)
-    assert first.exc_info is not None  # the traceback goes with it
+    # A retry is one line of text; the exception is on the record, not its traceback.
+    assert first.exc_info is None
+    assert isinstance(first.error, ConnectionRefusedError)  # type: ignore[attr-defined]
+    assert "\n" not in logging.Formatter().format(first)
     assert last.levelno == logging.ERROR
     assert last.getMessage() == (
         f"a job failed for good kind=verify-mail job={id} attempt=2 "
         'err="dial tcp: connection refused"'
     )
+    assert last.exc_info is not None  # the last attempt's traceback goes with it
+    assert (
+        logging.Formatter()
+        .format(last)
+        .endswith("ConnectionRefusedError: dial tcp: connection refused")
+    )
+
+
+def test_a_retry_shows_its_traceback_when_the_jobq_logger_is_at_debug(
+    store: MemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    q = jobq.Queue(store)
+
+    @q.kind("verify-mail", attempts=2, backoff=lambda attempt: 0)
+    async def verify(job: Mail) -> None:
+        raise ConnectionRefusedError("dial tcp: connection refused")
+
+    verify.push(Mail(user=1))
+    with caplog.at_level(logging.DEBUG, logger="jobq"):
+        q.drain()
+    [first] = [r for r in caplog.records if r.getMessage().startswith("a job failed, and will")]
+    assert first.exc_info is not None
+    assert "type=" not in first.getMessage()  # the traceback names it
+    text = logging.Formatter().format(first)
+    assert "Traceback (most recent call last):" in text
+    assert text.endswith("ConnectionRefusedError: dial tcp: connection refused")
 
 
 def test_on_fail_runs_once_after_the_store_kept_the_job_as_failed(store: MemoryStore) -> None:

@@ -26,7 +26,7 @@ def fields(**values: object) -> str:
     return " ".join(parts)
 
 
-_RESERVED = {"level", "message", "trace", "kind", "job", "attempt", "at", "err"}
+_RESERVED = {"level", "message", "trace", "kind", "job", "attempt", "at", "type", "err", "error"}
 
 
 def carried_fields(carried: Mapping[str, object] | None) -> dict[str, object]:
@@ -48,34 +48,47 @@ def say(
     message: str,
     *,
     trace: BaseException | None = None,
+    error: BaseException | None = None,
     also: Mapping[str, object] | None = None,
     **values: object,
 ) -> None:
     """Log ``message`` with ``values`` as key=value text after it and as the record's attributes.
 
     ``trace`` logs an exception's traceback with it; an exception among the
-    values is kept as its text. ``also`` adds fields after them (what a job
-    carried, from ``carried_fields``).
+    values is kept as its text. ``error`` is put on the record as itself
+    (``record.error``), out of the text, for handlers that want the exception
+    without its traceback in every line. ``also`` adds fields after them (what a
+    job carried, from ``carried_fields``).
     """
     if not log.isEnabledFor(level):
         return
     if also:
         values = {**values, **{k: v for k, v in also.items() if k not in values}}
     extra = {k: str(v) if isinstance(v, BaseException) else v for k, v in values.items()}
-    if extra:
-        log.log(level, "%s %s", message, fields(**extra), exc_info=trace, extra=extra)
+    text = fields(**extra)
+    if error is not None:
+        extra["error"] = error
+    if text:
+        log.log(level, "%s %s", message, text, exc_info=trace, extra=extra)
     else:
-        log.log(level, message, exc_info=trace)
+        log.log(level, message, exc_info=trace, extra=extra or None)
 
 
 def say_job(
-    job: Job, level: int, message: str, *, trace: BaseException | None = None, **values: object
+    job: Job,
+    level: int,
+    message: str,
+    *,
+    trace: BaseException | None = None,
+    error: BaseException | None = None,
+    **values: object,
 ) -> None:
     """``say`` about ``job``: its kind and ID first, what it carried (a request's ID) last."""
     say(
         level,
         message,
         trace=trace,
+        error=error,
         also=carried_fields(job.carried),
         kind=job.kind,
         job=job.id,

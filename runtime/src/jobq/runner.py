@@ -35,7 +35,7 @@ from jobq.errors import Permanent, StoreError, ValueDoesNotFit
 from jobq.holds import Holds
 from jobq.job import Claimant, Job, Outcome, Ran, new_ran
 from jobq.kind import Kind, seconds
-from jobq.log import say, say_job
+from jobq.log import log, say, say_job
 from jobq.store import GiveBackStore, HoldBackStore, NotifyStore, RenewStore, Store
 from jobq.threads import HandlerThreads
 
@@ -941,17 +941,17 @@ def _describe(error: BaseException) -> str:
 def _log_failure(
     level: int, message: str, job: Job, error: BaseException | None, at: datetime | None
 ) -> None:
-    when = {} if at is None else {"at": at.isoformat(timespec="milliseconds")}
-    err = _describe(error) if error is not None else ""
-    say_job(
-        job,
-        level,
-        message,
-        trace=error,
-        attempt=job.attempts,
-        **when,
-        err=err,
-    )
+    # A retry is one line, its error's type and text: a flaky service retried all day
+    # is not a page of traceback an attempt. The last attempt, or a logger at DEBUG,
+    # shows the traceback (which names the type); the record always has the error.
+    values: dict[str, object] = {"attempt": job.attempts}
+    if at is not None:
+        values["at"] = at.isoformat(timespec="milliseconds")
+    shown = at is None or log.isEnabledFor(logging.DEBUG)
+    if error is not None and not shown:
+        values["type"] = type(error).__qualname__
+    values["err"] = _describe(error) if error is not None else ""
+    say_job(job, level, message, trace=error if shown else None, error=error, **values)
 
 
 _JOB_FIELDS = attrgetter(*(f.name for f in fields(Job)))

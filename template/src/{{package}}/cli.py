@@ -327,7 +327,7 @@ def run_due() -> None:
     """Run the jobs that are due now, one at a time, and exit: for scripts and the demo.
 
     A line on stdout for each run; on stderr, a log line for each failed attempt,
-    with its stack when the handler's error was not a jobq.Permanent.
+    and at the last attempt the stack of a handler's error that was no jobq.Permanent.
     """
     _log_lines(logging.WARNING)
     with _app(workers=1, observe=_tell) as app:
