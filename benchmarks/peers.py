@@ -58,7 +58,7 @@ from typing import Any
 
 import jobq
 import sqlalchemy as sa
-from jobq import rows
+from jobq.sql import rows
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
@@ -244,7 +244,7 @@ class Raw:
         names = {c["name"] for c in inspector.get_columns("jobs")}
         indexes = {i["name"] for i in inspector.get_indexes("jobs")}
         engine.dispose()
-        # The columns a push writes (jobq.rows.insert), as far as this table has them.
+        # The columns a push writes (jobq.sql.rows.insert), as far as this table has them.
         sample = jobq.Job(kind="noop", payload="0", run_at=datetime.now(UTC))
         columns = [c for c in rows.insert(sample) if c in names]
         order = "priority DESC, run_at, id" if "priority" in names else "run_at, id"

@@ -9,7 +9,9 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["jobq", "jobq.testing"])
+@pytest.mark.parametrize(
+    "module", ["jobq", "jobq.testing", "jobq.sql", "jobq.sql.rows", "jobq.sql.sqlite"]
+)
 def test_all_lists_the_public_names_sorted_and_each_exists(module: str) -> None:
     m = importlib.import_module(module)
     assert m.__all__ == sorted(m.__all__)
@@ -25,3 +27,23 @@ def test_jobq_imports_no_sql() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_kits_row_reading_imports_no_database_library() -> None:
+    code = (
+        "import sys, jobq.sql, jobq.sql.rows; "
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'sqlalchemy', 'sqlite3'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_jobq_rows_is_the_kits_rows_for_one_more_release_with_a_warning() -> None:
+    sys.modules.pop("jobq.rows", None)
+    with pytest.warns(DeprecationWarning, match=r"jobq.rows is now jobq.sql.rows"):
+        old = importlib.import_module("jobq.rows")
+    from jobq.sql import rows
+
+    assert [getattr(old, name) for name in old.__all__] == [
+        getattr(rows, name) for name in old.__all__
+    ]

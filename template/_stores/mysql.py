@@ -32,7 +32,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import jobq
-from jobq import Job, rows
+from jobq import Job
+from jobq.sql import rows
 from sqlalchemy import create_engine, event, exc, make_url, text
 
 from .jobs_pool import autocommit

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, LiteralString, Protocol, TypeVar
 
 import jobq
 import psycopg
-from jobq import Job, rows
+from jobq import Job
+from jobq.sql import rows
 from sqlalchemy import create_engine, exc, text
 
 from .jobs_pool import autocommit

@@ -15,24 +15,21 @@ SQLite 3.35 or later (RETURNING, MATERIALIZED), which `sqlite3.sqlite_version` t
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import threading
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import jobq
-from jobq import Job, rows
-from sqlalchemy import create_engine, event, exc, make_url, text
+from jobq import Job
+from jobq.sql import rows
+from jobq.sql.sqlite import BEGIN, Database, make_engine
+from sqlalchemy import text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from sqlalchemy import TextClause
     from sqlalchemy.engine import Connection, Engine
-    from sqlalchemy.pool import ConnectionPoolEntry
 
 __all__ = ["BEGIN", "SCHEMA", "Jobs", "make_engine"]
 
@@ -414,51 +411,6 @@ _SCHEDULE = text(
     """
 )
 
-# The execution option that says how a transaction begins (see make_engine).
-BEGIN = "sqlite_begin"
-
-
-def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine:
-    """An engine for a SQLite file, set up for the jobs table and the app alike.
-
-    Each connection is in WAL mode (readers don't wait for the writer) with
-    ``synchronous=NORMAL`` (a commit waits for no fsync: a power cut may undo
-    the last few, a crash of the app none, and the file is never corrupted),
-    and waits up to ``busy_timeout`` seconds for another connection's write
-    lock before it fails.
-
-    Transactions begin with ``BEGIN IMMEDIATE``, taking the write lock at once:
-    a transaction that reads and then writes could otherwise fail at once when
-    another one wrote in between, whatever the busy timeout. For a block that
-    only reads, ``engine.execution_options(sqlite_begin="DEFERRED")`` begins it
-    without the lock.
-    """
-    backend = make_url(url).get_backend_name()
-    if backend != "sqlite":
-        raise jobq.ConfigError(
-            f"this app's jobs table is written for SQLite, and its database URL is a "
-            f"{backend} one: give a sqlite:/// URL"
-        )
-    engine = create_engine(url, **kwargs)
-    timeout_ms = int(busy_timeout * 1000)
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: sqlite3.Connection, _: ConnectionPoolEntry) -> None:
-        # Off with the driver's own implicit BEGIN: the "begin" listener sends ours.
-        dbapi_connection.isolation_level = None
-        dbapi_connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
-        dbapi_connection.execute("PRAGMA journal_mode = WAL")
-        dbapi_connection.execute("PRAGMA synchronous = NORMAL")
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Connection) -> None:
-        mode = connection.get_execution_options().get(BEGIN, "IMMEDIATE")
-        if mode not in ("DEFERRED", "IMMEDIATE", "EXCLUSIVE"):
-            raise jobq.ConfigError(f"{BEGIN} is {mode!r}: give DEFERRED, IMMEDIATE or EXCLUSIVE")
-        connection.exec_driver_sql(f"BEGIN {mode}")
-
-    return engine
-
 
 class Jobs:
     """The jobs table: a jobq Store with every extra but NotifyStore.
@@ -468,10 +420,9 @@ class Jobs:
     which the app commits or rolls back.
     """
 
-    def __init__(self, engine: Engine, *, _connection: Connection | None = None) -> None:
+    def __init__(self, engine: Engine, *, _db: Database | None = None) -> None:
         self._engine = engine
-        self._connection = _connection
-        self._pushing = threading.local()  # each thread's connection for plain pushes
+        self._db = _db or Database(engine)  # jobq's store kit: runs the statements below
 
     def bind(self, connection: Connection) -> Jobs:
         """The same table, written through ``connection``'s transaction.
@@ -480,47 +431,28 @@ class Jobs:
         The queue's workers can't see it before the commit: call ``queue.wake()``
         after it, or the next poll finds the job.
         """
-        return Jobs(self._engine, _connection=connection)
+        return Jobs(self._engine, _db=self._db.bind(connection))
 
     # Store
 
     def push(self, job: Job) -> None:
-        if self._connection is not None:
-            with self._write() as sql:
-                job.id = str(sql.rows(_PUSH, rows.insert(job))[0][0])
-            return
-        # One INSERT, a transaction of its own in autocommit: no BEGIN, no COMMIT,
-        # and no pool, on a connection this thread keeps for its pushes. A push
-        # is what a request does, and these save half its time beside the
-        # INSERT's own; a SQLite connection is a file handle and a small cache.
-        cursor = self._pushing_cursor()
-        try:
-            job.id = str(cursor.execute(_PUSH_TEXT, rows.insert(job)).fetchone()[0])
-        except sqlite3.Error as error:
-            if not _busy(error):
-                # The file may be gone or replaced: the next push opens it anew.
-                self._pushing.kept = None
-                cursor.connection.close()
-            raise _portable(error, False) from error
+        job.id = str(self._db.push(_PUSH, rows.insert(job)))
 
     def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
         claimed = self.claim_many(now, until, 1, by)
         return claimed[0] if claimed else None
 
     def done(self, job: Job) -> bool:
-        with self._write() as sql:
-            return sql.count(_DONE, rows.fence(job)) > 0
+        return self._db.write(lambda sql: sql.count(_DONE, rows.fence(job)) > 0)
 
     def retry(self, job: Job) -> bool:
         params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": job.error}
-        with self._write() as sql:
-            return sql.count(_RETRY, params) > 0
+        return self._db.write(lambda sql: sql.count(_RETRY, params) > 0)
 
     def fail(self, job: Job) -> bool:
         job.failed_at = job.failed_at or datetime.now(UTC)
         params = {**rows.fence(job), "failed_at": rows.ms(job.failed_at), "error": job.error}
-        with self._write() as sql:
-            return sql.count(_FAIL, params) > 0
+        return self._db.write(lambda sql: sql.count(_FAIL, params) > 0)
 
     # BatchStore
 
@@ -536,24 +468,10 @@ class Jobs:
             "by": claimant["by"],
             "kinds": None if claimant["kinds"] is None else json.dumps(claimant["kinds"]),
         }
-        if self._connection is None:
-            with self._read() as sql:
-                if not sql.rows(_ANY_DUE, params):
-                    return []
-        claimed: list[Job] = []
-        with self._write() as sql:
-            while len(claimed) < most:
-                got = [rows.job(row) for row in sql.rows(_claim(most - len(claimed)), params)]
-                keyed = [int(job.id) for job in got if job.key]
-                if keyed:
-                    sql.count(_LET_KEYS_GO, {"ids": json.dumps(keyed)})
-                claimed += got
-                # A round takes fewer than it was asked for when nothing more is
-                # due, or when its ranking dropped jobs of a key or kind it took
-                # one of: only then may another round, which sees this round's
-                # holds, find more.
-                if not any(j.one_at_a_time or j.at_once for j in got):
-                    break
+        unbound = self._db.connection is None
+        if unbound and not self._db.read(lambda sql: sql.rows(_ANY_DUE, params)):
+            return []  # an idle poll only reads (see _ANY_DUE)
+        claimed = self._db.write(lambda sql: _claim_rounds(sql, params, most))
         claimed.sort(key=lambda j: (-j.priority, j.run_at, int(j.id)))
         return claimed
 
@@ -563,9 +481,10 @@ class Jobs:
         now = datetime.now(UTC)
         for job in fail:
             job.failed_at = job.failed_at or now
+
         # Each statement returns the IDs whose fences matched: what was kept.
-        found: list[tuple[Any, ...]] = []
-        with self._write() as sql:
+        def settle(sql: rows.Statements) -> list[tuple[Any, ...]]:
+            found: list[tuple[Any, ...]] = []
             for first in range(0, len(done), _DONE_AT_MOST):
                 some = done[first : first + _DONE_AT_MOST]
                 found += sql.rows(_done_many(len(some)), _numbered(some))
@@ -582,7 +501,9 @@ class Jobs:
                         lambda j: {"failed_at": rows.ms(j.failed_at or now), "error": j.error},
                     ),
                 )
-        return [str(id) for (id,) in found]
+            return found
+
+        return [str(id) for (id,) in self._db.write(settle)]
 
     # RenewStore
 
@@ -590,53 +511,43 @@ class Jobs:
         if not jobs:
             return []
         params = {**_numbered(jobs), "until": rows.ms(until)}
-        with self._write() as sql:
-            return [str(row[0]) for row in sql.rows(_renew(len(jobs)), params)]
+        return [
+            str(id) for (id,) in self._db.write(lambda sql: sql.rows(_renew(len(jobs)), params))
+        ]
 
     # FailedStore
 
     def failed(self) -> list[Job]:
-        with self._read() as sql:
-            return [rows.job(row) for row in sql.rows(_FAILED, {})]
+        return [rows.job(row) for row in self._db.read(lambda sql: sql.rows(_FAILED, {}))]
 
     def run_again(self, id: str, at: datetime) -> bool:
         if not id.isdecimal() or int(id) >= 2**63:
             return False  # not an ID this table gives out (nor SQLite holds), so not its job's
-        with self._write() as sql:
-            return sql.count(_RUN_AGAIN, {"id": int(id), "run_at": rows.ms(at)}) > 0
+        params = {"id": int(id), "run_at": rows.ms(at)}
+        return self._db.write(lambda sql: sql.count(_RUN_AGAIN, params) > 0)
 
     # ScheduleStore
 
     def push_scheduled(self, schedule: str, job: Job) -> bool:
-        with self._write() as sql:
+        def push(sql: rows.Statements) -> bool:
             if not sql.rows(_SCHEDULE, {"name": schedule, "run_at": rows.ms(job.run_at)}):
                 return False
             if job.key:
                 # A unique kind's job with the run's value that waits is the run.
-                self._push_unique(sql, job)
+                _push_unique(sql, job)
             else:
                 job.id = str(sql.rows(_PUSH, rows.insert(job))[0][0])
             return True
 
+        return self._db.write(push)
+
     # UniqueStore, LatestStore
 
     def push_unique(self, job: Job) -> bool:
-        with self._write() as sql:
-            return self._push_unique(sql, job)
+        return self._db.write(lambda sql: _push_unique(sql, job))
 
     def push_latest(self, job: Job) -> None:
-        with self._write() as sql:
-            job.id = str(sql.rows(_PUSH_LATEST, rows.insert(job))[0][0])
-
-    @staticmethod
-    def _push_unique(sql: rows.Statements, job: Job) -> bool:
-        params = rows.insert(job)
-        pushed = sql.rows(_PUSH_UNIQUE, params)
-        if pushed:
-            job.id = str(pushed[0][0])
-            return True
-        job.id = str(sql.rows(_WAITING, params)[0][0])
-        return False
+        job.id = str(self._db.write(lambda sql: sql.rows(_PUSH_LATEST, rows.insert(job))[0][0]))
 
     # OneAtATimeStore, AtOnceStore: kept by the claim (see _MAY and _RANKED)
 
@@ -654,35 +565,32 @@ class Jobs:
     # HoldBackStore, PauseStore
 
     def hold_back(self, job: Job, until: datetime) -> None:
-        with self._write() as sql:
+        def hold(sql: rows.Statements) -> None:
             sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
             sql.count(_HOLD_BACK, _given_back(job))
+
+        self._db.write(hold)
 
     # GiveBackStore: the job as hold_back puts it back, its kind not held back
 
     def give_back(self, job: Job) -> bool:
-        with self._write() as sql:
-            return sql.count(_HOLD_BACK, _given_back(job)) > 0
+        return self._db.write(lambda sql: sql.count(_HOLD_BACK, _given_back(job)) > 0)
 
     def pause(self, kind: str, until: datetime | None) -> None:
-        held = _FOREVER if until is None else rows.ms(until)
-        with self._write() as sql:
-            sql.count(_PAUSE, {"kind": kind, "until": held})
+        params = {"kind": kind, "until": _FOREVER if until is None else rows.ms(until)}
+        self._db.write(lambda sql: sql.count(_PAUSE, params))
 
     def resume(self, kind: str) -> bool:
-        with self._write() as sql:
-            return sql.count(_RESUME, {"kind": kind}) > 0
+        return self._db.write(lambda sql: sql.count(_RESUME, {"kind": kind}) > 0)
 
     def paused(self, now: datetime) -> dict[str, datetime | None]:
-        with self._read() as sql:
-            found = sql.rows(_PAUSED, {"now": rows.ms(now)})
+        found = self._db.read(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
         return {kind: None if held >= _FOREVER else rows.at(held) for kind, held in found}
 
     # StatsStore
 
     def stats(self, now: datetime) -> list[jobq.KindStats]:
-        with self._read() as sql:
-            found = sql.rows(_STATS, {"now": rows.ms(now)})
+        found = self._db.read(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)}))
         return [_kind_stats(*row) for row in sorted(found)]
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
@@ -691,61 +599,40 @@ class Jobs:
         Also the kinds held back or paused until a time passed at ``now`` (the
         clock's, unless given).
         """
-        with self._write() as sql:
+
+        def prune(sql: rows.Statements) -> int:
             sql.count(_PRUNE_KINDS, {"now": rows.ms(now or datetime.now(UTC))})
             return sql.count(_PRUNE, {"before": rows.ms(before)})
 
-    def _pushing_cursor(self) -> sqlite3.Cursor:
-        """This thread's cursor for plain pushes, on a connection made by the engine (its
-        settings) and kept outside its pool: made again in a process forked since.
+        return self._db.write(prune)
 
-        One cursor for every push, as a new one each time costs more than the
-        rest of the store's Python in a push.
-        """
-        kept: tuple[int, sqlite3.Cursor] | None = getattr(self._pushing, "kept", None)
-        if kept is not None and kept[0] == _pid:
-            return kept[1]
-        with _translated():
-            raw = self._engine.raw_connection()
-        connection: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
-        raw.detach()  # ours from now on: closed as the thread ends and its local goes
-        connection.isolation_level = None  # autocommit, whatever the engine was made with
-        cursor = connection.cursor()
-        self._pushing.kept = (_pid, cursor)
-        return cursor
 
-    @contextmanager
-    def _write(self) -> Iterator[rows.Statements]:
-        """One transaction that holds the write lock from its start, committed as the block ends."""
-        with _translated():
-            if self._connection is not None:
-                yield rows.Through(self._connection)  # the app's transaction: the app commits it
-                return
-            raw = self._engine.raw_connection()
-            try:
-                driver: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
-                driver.execute("BEGIN IMMEDIATE")
-                try:
-                    yield _Driver(driver)
-                except BaseException:
-                    driver.rollback()
-                    raise
-                driver.commit()
-            finally:
-                raw.close()
+def _claim_rounds(sql: rows.Statements, params: dict[str, Any], most: int) -> list[Job]:
+    """Up to ``most`` due jobs, claimed in rounds while a round's ranking may have left some."""
+    claimed: list[Job] = []
+    while len(claimed) < most:
+        got = [rows.job(row) for row in sql.rows(_claim(most - len(claimed)), params)]
+        keyed = [int(job.id) for job in got if job.key]
+        if keyed:
+            sql.count(_LET_KEYS_GO, {"ids": json.dumps(keyed)})
+        claimed += got
+        # A round takes fewer than it was asked for when nothing more is
+        # due, or when its ranking dropped jobs of a key or kind it took
+        # one of: only then may another round, which sees this round's
+        # holds, find more.
+        if not any(j.one_at_a_time or j.at_once for j in got):
+            break
+    return claimed
 
-    @contextmanager
-    def _read(self) -> Iterator[rows.Statements]:
-        """A single SELECT, which needs no BEGIN: it is a transaction of its own."""
-        with _translated():
-            if self._connection is not None:
-                yield rows.Through(self._connection)
-                return
-            raw = self._engine.raw_connection()
-            try:
-                yield _Driver(raw.driver_connection)  # type: ignore[arg-type]
-            finally:
-                raw.close()
+
+def _push_unique(sql: rows.Statements, job: Job) -> bool:
+    params = rows.insert(job)
+    pushed = sql.rows(_PUSH_UNIQUE, params)
+    if pushed:
+        job.id = str(pushed[0][0])
+        return True
+    job.id = str(sql.rows(_WAITING, params)[0][0])
+    return False
 
 
 def _given_back(job: Job) -> dict[str, Any]:
@@ -781,78 +668,3 @@ def _numbered(
             for name, value in more(job).items():
                 params[f"{name}{i}"] = value
     return params
-
-
-class _Driver:
-    """Statements on the driver's connection, the engine's pool lending it.
-
-    SQLite's round trips take microseconds, so SQLAlchemy's execution path would
-    be most of each operation's time: the statements go to sqlite3 as they are
-    written, with their :name parameters, which sqlite3 reads itself.
-    """
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self._connection = connection
-
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return self._connection.execute(statement.text, params).fetchall()
-
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        return self._connection.execute(statement.text, params).rowcount
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    """SQLite's errors as jobq's portable ones, the original kept as ``__cause__``."""
-    try:
-        yield
-    except exc.DBAPIError as error:
-        raise _portable(error.orig, error.connection_invalidated) from error
-    except sqlite3.Error as error:
-        raise _portable(error, False) from error
-    except exc.TimeoutError as error:
-        raise jobq.StoreUnavailable(
-            f"no connection of the engine's pool came free in time ({error}): give "
-            "make_engine a pool_size of at least the queue's workers and the app's threads"
-        ) from error
-
-
-def _primary(error: BaseException | None) -> int:
-    """SQLite's primary result code of a sqlite3 error (its extended code's low byte), or 0."""
-    return int(getattr(error, "sqlite_errorcode", 0)) & 0xFF
-
-
-def _busy(error: BaseException | None) -> bool:
-    """Whether SQLite said another connection held the lock it waited for."""
-    return _primary(error) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def _portable(original: BaseException | None, invalidated: bool) -> jobq.StoreError:
-    if _busy(original):
-        # Which connection holds the lock, SQLite does not say: say what is known.
-        return jobq.StoreLocked(
-            "another connection or process held the SQLite database's write lock past "
-            "the busy timeout. If it is the app's own open write transaction, push "
-            "through jobs.bind(connection) inside that transaction; otherwise shorten "
-            "what holds the lock, or give make_engine a longer busy_timeout"
-        )
-    if invalidated or _primary(original) in (
-        sqlite3.SQLITE_CANTOPEN,
-        sqlite3.SQLITE_IOERR,
-        sqlite3.SQLITE_NOTADB,
-    ):
-        return jobq.StoreUnavailable(f"the SQLite database cannot be opened: {original}")
-    if "no such table" in str(original) or "no such column" in str(original):
-        return jobq.StoreError(f"{original}: run the app's migrations (./myapp migrate)")
-    return jobq.StoreError(f"the jobs table could not be written or read: {original}")
-
-
-def _forked() -> None:
-    """In a child process, just forked: a push compares with this, not os.getpid()
-    (a system call) each time."""
-    global _pid
-    _pid = os.getpid()
-
-
-_pid = os.getpid()
-os.register_at_fork(after_in_child=_forked)

@@ -20,7 +20,7 @@ import pytest
 import sources
 import sqlalchemy as sa
 from jobq import Job
-from jobq.rows import ms
+from jobq.sql.rows import ms
 from jobq.testing import at_once
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from jobq import Job, StoreError, StoreLocked
-from jobq.rows import ms
+from jobq.sql.rows import ms
 from jobq.testing import InTransaction, StoreSuite
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ def test_a_push_whose_connection_broke_fails_and_the_next_push_opens_a_new_one(
 ) -> None:
     jobs = sqlite.Jobs(engine)
     jobs.push(_job("before"))
-    jobs._pushing_cursor().connection.close()  # as a file gone or unreadable would leave it
+    jobs._db._pushing_cursor().connection.close()  # as a file gone or unreadable would leave it
     with pytest.raises(StoreError):
         jobs.push(_job("lost"))
     jobs.push(_job("after"))
@@ -269,12 +269,12 @@ def test_a_forked_process_pushes_on_a_connection_of_its_own(engine: sa.Engine) -
     """SQLite's own rule: a connection is never used on both sides of a fork."""
     jobs = sqlite.Jobs(engine)
     jobs.push(_job("before"))
-    parents = jobs._pushing_cursor().connection
+    parents = jobs._db._pushing_cursor().connection
     child = os.fork()
     if child == 0:  # the child: never back into pytest
         try:
             jobs.push(_job("child"))
-            os._exit(0 if jobs._pushing_cursor().connection is not parents else 2)
+            os._exit(0 if jobs._db._pushing_cursor().connection is not parents else 2)
         except BaseException:
             os._exit(1)
     _, status = os.waitpid(child, 0)

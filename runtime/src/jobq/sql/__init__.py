@@ -1,0 +1,25 @@
+"""The store kit: what a SQL Store needs that is not its SQL.
+
+An app's ``jobs_db.py`` holds its jobs table's SQL, its statements named one
+place each, and one-line methods that hand them to this kit. The kit holds the
+rest, kept here so that a fix reaches every app with jobq, not through a merge
+of its store file:
+
+- ``jobq.sql.rows``: a job's columns, in and out (no database library);
+- ``jobq.sql.sqlite``: the engine (pragmas, ``BEGIN IMMEDIATE``), the
+  statements straight on sqlite3, the kept connection for pushes and its fork
+  guard, and SQLite's errors as ``StoreLocked`` / ``StoreUnavailable``.
+
+Each database's module needs SQLAlchemy and its driver: install jobq with the
+extra (``jobq[sqlite]``, ``jobq[postgres]``, ``jobq[mysql]``). ``import jobq``
+imports none of them.
+
+Stability: the names each module lists in its ``__all__`` are public. Like
+River's driver interface, the kit is for store authors and moves with jobq's
+minor versions: a change to it is in the changelog, and a name it drops
+stays, with a DeprecationWarning, for one release.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,182 @@
+"""What a SQL Store does that is not SQL: a job's columns, and statements through a connection.
+
+For the authors of Stores (each app's ``jobs_db.py``), so that a store file
+reads as its SQL and nothing else. It imports no database library: a
+statement is whatever the connection given to ``Through`` executes.
+
+The columns every store reads a job back with, in this order::
+
+    id, kind, payload, run_at, attempts, error, failed_at, unique_key,
+    alone_key, at_once, carried, priority, claimed_by
+
+``COLUMNS`` spells them for a SELECT or a RETURNING; ``job`` reads a row of
+them (a shorter row leaves the rest at their defaults).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from jobq.job import Claimant, Job
+
+__all__ = [
+    "COLUMNS",
+    "Statements",
+    "Through",
+    "at",
+    "claimant",
+    "fence",
+    "insert",
+    "job",
+    "ms",
+]
+
+COLUMNS = (
+    "id, kind, payload, run_at, attempts, error, failed_at, "
+    "unique_key, alone_key, at_once, carried, priority, claimed_by"
+)
+
+_WIDTH = COLUMNS.count(",") + 1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def ms(when: datetime) -> int:
+    """``when`` in Unix milliseconds, in integers so that no float rounds it."""
+    if when.utcoffset() is None:
+        raise ValueError(
+            f"{when!r} has no time zone: give an aware datetime, such as datetime.now(UTC)"
+        )
+    return (when - _EPOCH) // _MS
+
+
+def at(millis: int) -> datetime:
+    """The aware UTC datetime of Unix milliseconds ``millis``."""
+    return _EPOCH + millis * _MS
+
+
+def insert(job: Job) -> dict[str, Any]:
+    """The parameters of a new job's INSERT, by column name.
+
+    ``unique_key`` is the job's key (None for none): the SQL of ``push_unique``
+    and ``push_latest`` writes it, a plain ``push`` writes NULL. ``alone_key``
+    is the key while the job is one at a time, else None; ``at_once`` None for
+    no limit; ``carried`` JSON, or None for nothing.
+    """
+    return {
+        "kind": job.kind,
+        "payload": job.payload,
+        "run_at": ms(job.run_at),
+        "unique_key": job.key or None,
+        "alone_key": job.key if job.one_at_a_time and job.key else None,
+        "at_once": job.at_once or None,
+        "carried": None if not job.carried else json.dumps(job.carried, sort_keys=True),
+        "priority": job.priority,
+    }
+
+
+def claimant(by: Claimant | None) -> dict[str, Any]:
+    """A claim's parameters from its Claimant: ``by`` (the instance, or None) and ``kinds``
+    (the kinds it may take, sorted, or None for any)."""
+    if by is None:
+        return {"by": None, "kinds": None}
+    return {"by": by.instance, "kinds": None if by.kinds is None else sorted(by.kinds)}
+
+
+def fence(job: Job) -> dict[str, Any]:
+    """The parameters that pick a claimed job while its claim still has it: id and attempts."""
+    return {"id": int(job.id), "attempts": job.attempts}
+
+
+def job(row: Sequence[Any]) -> Job:
+    """A job from a row of ``COLUMNS`` (or of their first few; columns after them are left)."""
+    if len(row) != _WIDTH:
+        row = (*row, *(None,) * (_WIDTH - len(row)))[:_WIDTH]
+    (
+        id,
+        kind,
+        payload,
+        run_at,
+        attempts,
+        error,
+        failed_at,
+        unique_key,
+        alone_key,
+        at_once,
+        carried,
+        priority,
+        claimed_by,
+    ) = row
+    # What a store writes reads back in a few µs; anything else (a hand's or an old
+    # version's edit) makes the job unreadable, and only that job: never the claim.
+    unreadable = ""
+    try:
+        limit = int(at_once) if at_once else 0
+    except (TypeError, ValueError):
+        limit, unreadable = 0, f"at_once is not a whole number: {at_once!r}"
+    try:
+        order = int(priority) if priority else 0
+    except (TypeError, ValueError):
+        order, unreadable = 0, unreadable or f"priority is not a whole number: {priority!r}"
+    context: dict[str, str] | None = None
+    if carried is not None:
+        context, unreadable = _carried(carried, unreadable)
+    # By position, in Job's field order: a claim makes a Job of each row it takes,
+    # and keywords cost twice as much.
+    return Job(
+        kind,
+        payload,
+        _EPOCH + int(run_at) * _MS,
+        str(id),
+        int(attempts),
+        error,
+        None if failed_at is None else _EPOCH + int(failed_at) * _MS,
+        unique_key or alone_key or "",
+        alone_key is not None,
+        limit,
+        context,
+        order,
+        claimed_by,
+        unreadable,
+    )
+
+
+def _carried(text: Any, unreadable: str) -> tuple[dict[str, str] | None, str]:
+    """The carried column read back: a JSON object of strings, as ``jobq.carried`` writes it."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        value = None
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        return value, unreadable
+    shown = repr(text) if len(str(text)) <= 80 else repr(str(text)[:80]) + "..."
+    return None, unreadable or f"carried is not a JSON object of strings: {shown}"
+
+
+class Statements(Protocol):
+    """Runs a store's statements: rows back, or how many rows they changed."""
+
+    def rows(self, statement: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]: ...
+
+    def count(self, statement: Any, params: Mapping[str, Any]) -> int: ...
+
+
+class Through:
+    """Statements through a connection the app holds (SQLAlchemy's), in its open transaction.
+
+    The app commits or rolls it back; the store never does.
+    """
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def rows(self, statement: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self._connection.execute(statement, params)]
+
+    def count(self, statement: Any, params: Mapping[str, Any]) -> int:
+        return int(self._connection.execute(statement, params).rowcount)

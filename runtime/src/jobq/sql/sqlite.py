@@ -1,0 +1,242 @@
+"""A SQLite store's plumbing: the engine, its statements on sqlite3, and its errors.
+
+``make_engine`` sets each connection up as a store expects: WAL, a busy
+timeout, and transactions that begin with ``BEGIN IMMEDIATE``. ``Database``
+runs a store's statements: straight on the sqlite3 connection the engine's pool
+lends (SQLAlchemy's execution path would be most of a statement's time), in the
+app's transaction once bound, and a plain push on a connection each thread
+keeps in autocommit. What SQLite says goes up as jobq's portable errors.
+
+Needs SQLAlchemy (``jobq[sqlite]``) and SQLite 3.35 or later (RETURNING).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import create_engine, event, exc, make_url
+
+from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
+from jobq.sql.rows import Statements, Through
+
+if TYPE_CHECKING:
+    from sqlalchemy import TextClause
+    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.pool import ConnectionPoolEntry
+
+__all__ = ["BEGIN", "Database", "make_engine"]
+
+_T = TypeVar("_T")
+
+# The execution option that says how a transaction begins (see make_engine).
+BEGIN = "sqlite_begin"
+
+
+def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine:
+    """An engine for a SQLite file, set up for the jobs table and the app alike.
+
+    Each connection is in WAL mode (readers don't wait for the writer) with
+    ``synchronous=NORMAL`` (a commit waits for no fsync: a power cut may undo
+    the last few, a crash of the app none, and the file is never corrupted),
+    and waits up to ``busy_timeout`` seconds for another connection's write
+    lock before it fails.
+
+    Transactions begin with ``BEGIN IMMEDIATE``, taking the write lock at once:
+    a transaction that reads and then writes could otherwise fail at once when
+    another one wrote in between, whatever the busy timeout. For a block that
+    only reads, ``engine.execution_options(sqlite_begin="DEFERRED")`` begins it
+    without the lock.
+    """
+    backend = make_url(url).get_backend_name()
+    if backend != "sqlite":
+        raise ConfigError(
+            f"this app's jobs table is written for SQLite, and its database URL is a "
+            f"{backend} one: give a sqlite:/// URL"
+        )
+    engine = create_engine(url, **kwargs)
+    timeout_ms = int(busy_timeout * 1000)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: sqlite3.Connection, _: ConnectionPoolEntry) -> None:
+        # Off with the driver's own implicit BEGIN: the "begin" listener sends ours.
+        dbapi_connection.isolation_level = None
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+        dbapi_connection.execute("PRAGMA journal_mode = WAL")
+        dbapi_connection.execute("PRAGMA synchronous = NORMAL")
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        mode = connection.get_execution_options().get(BEGIN, "IMMEDIATE")
+        if mode not in ("DEFERRED", "IMMEDIATE", "EXCLUSIVE"):
+            raise ConfigError(f"{BEGIN} is {mode!r}: give DEFERRED, IMMEDIATE or EXCLUSIVE")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+class Database:
+    """Where a SQLite store's statements run: ``write``, ``read`` and ``push``.
+
+    ``Database(engine)`` runs each call as a transaction of its own.
+    ``database.bind(connection)`` runs them in that SQLAlchemy connection's open
+    transaction, which the app commits or rolls back.
+    """
+
+    def __init__(self, engine: Engine, connection: Connection | None = None) -> None:
+        self.engine = engine
+        self.connection = connection  # the app's, once bound
+        self._pushing = threading.local()  # each thread's cursor for plain pushes
+
+    def bind(self, connection: Connection) -> Database:
+        """The same database, through ``connection``'s transaction."""
+        return Database(self.engine, connection)
+
+    def write(self, work: Callable[[Statements], _T]) -> _T:
+        """``work``'s statements in one transaction that holds the write lock from its start
+        (``BEGIN IMMEDIATE``), committed as it returns and rolled back if it raises."""
+        with _translated():
+            if self.connection is not None:
+                return work(Through(self.connection))  # the app's transaction: the app commits
+            raw = self.engine.raw_connection()
+            try:
+                driver: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
+                driver.execute("BEGIN IMMEDIATE")
+                try:
+                    done = work(_Driver(driver))
+                except BaseException:
+                    driver.rollback()
+                    raise
+                driver.commit()
+                return done
+            finally:
+                raw.close()
+
+    def read(self, work: Callable[[Statements], _T]) -> _T:
+        """``work``'s one SELECT, which needs no BEGIN: it is a transaction of its own."""
+        with _translated():
+            if self.connection is not None:
+                return work(Through(self.connection))
+            raw = self.engine.raw_connection()
+            try:
+                return work(_Driver(raw.driver_connection))  # type: ignore[arg-type]
+            finally:
+                raw.close()
+
+    def push(self, statement: TextClause, params: Mapping[str, Any]) -> Any:
+        """The first column of the first row ``statement`` (an INSERT ... RETURNING) gives.
+
+        Unbound, one statement in autocommit, a transaction of its own: no BEGIN,
+        no COMMIT, and no pool, on a connection this thread keeps for its pushes.
+        A push is what a request does, and these save half its time beside the
+        INSERT's own; a SQLite connection is a file handle and a small cache.
+        """
+        if self.connection is not None:
+            return self.write(lambda sql: sql.rows(statement, params)[0][0])
+        cursor = self._pushing_cursor()
+        try:
+            return cursor.execute(statement.text, params).fetchone()[0]
+        except sqlite3.Error as error:
+            if not _busy(error):
+                # The file may be gone or replaced: the next push opens it anew.
+                self._pushing.kept = None
+                cursor.connection.close()
+            raise _portable(error, False) from error
+
+    def _pushing_cursor(self) -> sqlite3.Cursor:
+        """This thread's cursor for plain pushes, on a connection made by the engine (its
+        settings) and kept outside its pool: made again in a process forked since.
+
+        One cursor for every push, as a new one each time costs more than the
+        rest of the store's Python in a push.
+        """
+        kept: tuple[int, sqlite3.Cursor] | None = getattr(self._pushing, "kept", None)
+        if kept is not None and kept[0] == _pid:
+            return kept[1]
+        with _translated():
+            raw = self.engine.raw_connection()
+        connection: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
+        raw.detach()  # ours from now on: closed as the thread ends and its local goes
+        connection.isolation_level = None  # autocommit, whatever the engine was made with
+        cursor = connection.cursor()
+        self._pushing.kept = (_pid, cursor)
+        return cursor
+
+
+class _Driver:
+    """Statements on the driver's connection, the engine's pool lending it.
+
+    SQLite's round trips take microseconds, so SQLAlchemy's execution path would
+    be most of each operation's time: the statements go to sqlite3 as they are
+    written, with their :name parameters, which sqlite3 reads itself.
+    """
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def rows(self, statement: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return self._connection.execute(statement.text, params).fetchall()
+
+    def count(self, statement: Any, params: Mapping[str, Any]) -> int:
+        return self._connection.execute(statement.text, params).rowcount
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """SQLite's errors as jobq's portable ones, the original kept as ``__cause__``."""
+    try:
+        yield
+    except exc.DBAPIError as error:
+        raise _portable(error.orig, error.connection_invalidated) from error
+    except sqlite3.Error as error:
+        raise _portable(error, False) from error
+    except exc.TimeoutError as error:
+        raise StoreUnavailable(
+            f"no connection of the engine's pool came free in time ({error}): give "
+            "make_engine a pool_size of at least the queue's workers and the app's threads"
+        ) from error
+
+
+def _primary(error: BaseException | None) -> int:
+    """SQLite's primary result code of a sqlite3 error (its extended code's low byte), or 0."""
+    return int(getattr(error, "sqlite_errorcode", 0)) & 0xFF
+
+
+def _busy(error: BaseException | None) -> bool:
+    """Whether SQLite said another connection held the lock it waited for."""
+    return _primary(error) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _portable(original: BaseException | None, invalidated: bool) -> StoreError:
+    if _busy(original):
+        # Which connection holds the lock, SQLite does not say: say what is known.
+        return StoreLocked(
+            "another connection or process held the SQLite database's write lock past "
+            "the busy timeout. If it is the app's own open write transaction, push "
+            "through jobs.bind(connection) inside that transaction; otherwise shorten "
+            "what holds the lock, or give make_engine a longer busy_timeout"
+        )
+    if invalidated or _primary(original) in (
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_NOTADB,
+    ):
+        return StoreUnavailable(f"the SQLite database cannot be opened: {original}")
+    if "no such table" in str(original) or "no such column" in str(original):
+        return StoreError(f"{original}: run the app's migrations (./myapp migrate)")
+    return StoreError(f"the jobs table could not be written or read: {original}")
+
+
+def _forked() -> None:
+    """In a child process, just forked: a push compares with this, not os.getpid()
+    (a system call) each time."""
+    global _pid
+    _pid = os.getpid()
+
+
+_pid = os.getpid()
+os.register_at_fork(after_in_child=_forked)
