@@ -44,15 +44,10 @@ def store(db: str) -> ModuleType:
     return _stored(db)
 
 
-def jobs_pool() -> ModuleType:
-    """The server stores' second pool (jobs_pool.py), the module they import."""
-    return _stored("jobs_pool")
-
-
 def _stored(name: str) -> ModuleType:
     """template/_stores/<name>.py as ``jobs_stores.<name>``, of a package whose folder is
-    template/_stores/: a store's ``from .jobs_pool import ...`` finds its sibling
-    there, as the rendered ``jobs_db.py`` finds it beside itself in the app."""
+    template/_stores/: a store's relative import would find its sibling there, as the
+    rendered ``jobs_db.py`` finds one beside itself in the app."""
     if STORES not in sys.modules:
         package = ModuleType(STORES)
         package.__path__ = [str(ROOT / "template" / "_stores")]

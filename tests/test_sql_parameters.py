@@ -4,7 +4,7 @@ Each store runs every operation it has with values no SQL of ours contains (a
 kind, key, value, error, schedule name and carried context with quotes and
 comment marks in them, and times to the millisecond), on its real database,
 and records the text of each statement it sends: through its own driver
-connection (each store's ``_Driver``) and through SQLAlchemy (a bound store,
+connection (each store kit module's ``_Driver``) and through SQLAlchemy (a bound store,
 the app's transaction). None may hold any of the values; and the statements'
 texts must be the same whatever the values, so that they depend on nothing
 but how many jobs a batch has.
@@ -19,6 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import jobq.sql.mysql
+import jobq.sql.postgres
+import jobq.sql.sqlite
 import pytest
 import sources
 import sqlalchemy as sa
@@ -28,6 +31,8 @@ T0 = datetime(2030, 1, 1, 12, 0, 0, 123000, tzinfo=UTC)  # an odd millisecond: 1
 
 
 MODULES = {db: sources.store(db) for db in ("sqlite", "postgres", "mysql")}
+# Where each store's statements reach its driver: the store kit's module for its database.
+KITS = {"sqlite": jobq.sql.sqlite, "postgres": jobq.sql.postgres, "mysql": jobq.sql.mysql}
 
 
 @pytest.fixture(params=["sqlite", "postgres", "mysql"])
@@ -40,7 +45,9 @@ def _recording(module: ModuleType, engine: sa.Engine, monkeypatch: pytest.Monkey
     """Record the text of every statement the store sends, by either of its ways."""
     sent: list[str] = []
 
-    class Recording(module._Driver):  # type: ignore[misc,name-defined]
+    kit = KITS[next(db for db, store in MODULES.items() if store is module)]
+
+    class Recording(kit._Driver):  # type: ignore[misc,name-defined]
         def rows(self, statement: Any, params: Any) -> Any:
             sent.append(statement.text)
             return super().rows(statement, params)
@@ -53,7 +60,7 @@ def _recording(module: ModuleType, engine: sa.Engine, monkeypatch: pytest.Monkey
             sent.append(statement.text)
             return super().insert(statement, params)
 
-    monkeypatch.setattr(module, "_Driver", Recording)
+    monkeypatch.setattr(kit, "_Driver", Recording)
 
     @sa.event.listens_for(engine, "before_cursor_execute")
     def record(conn: Any, cursor: Any, statement: str, *_: Any) -> None:

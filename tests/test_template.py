@@ -46,11 +46,8 @@ def test_the_rendered_store_is_the_template_source_as_it_is(app: Installed) -> N
     assert (rendered / "jobs_db.py").read_text() == (
         ROOT / "template" / "_stores" / f"{app.db}.py"
     ).read_text()
-    pool = ROOT / "template" / "_stores" / "jobs_pool.py"
-    if app.db == "sqlite":  # its pushes keep a connection a thread, with no pool
-        assert not (rendered / "jobs_pool.py").exists()
-    else:
-        assert (rendered / "jobs_pool.py").read_text() == pool.read_text()
+    # The plumbing is jobq's store kit's (jobq.sql): the app has its SQL alone.
+    assert sorted(p.name for p in rendered.glob("jobs_*.py")) == ["jobs_db.py"]
     sources = sorted((ROOT / "template" / "_migrations" / app.db).glob("[0-9]*_jobs.py"))
     assert [path.name for path in sources][:2] == ["0001_jobs.py", "0002_jobs.py"]
     for source in sources:
@@ -396,6 +393,79 @@ def test_copier_update_from_the_previous_release_keeps_the_jobs_and_gives_no_id_
         assert f"prune-jobs job {first}, attempt 1: done" in myapp("jobs", "run-due")
         second = int(myapp("jobs", "push", "prune-jobs").split()[-1].rstrip("."))
         assert second > first
+
+
+# The last commit that landed before the store kit (issue 26): its Postgres and MySQL
+# apps have a jobs_pool.py beside a jobs_db.py of 1,100 lines that imports jobq.rows.
+BEFORE_THE_KIT = "116194581490237b5ad5a3c1ca028c05c2ce6ab3"
+
+
+@pytest.mark.parametrize("db", ["postgres", "mysql"])
+def test_copier_update_from_before_the_store_kit_drops_jobs_pool_and_keeps_the_jobs(
+    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for who in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{who}_NAME", "test")
+        monkeypatch.setenv(f"GIT_{who}_EMAIL", "test@example.com")
+    server = os.environ.get(SERVER_ENV[db])
+    if not server:
+        pytest.fail(f"{SERVER_ENV[db]} is not set: run scripts/test", pytrace=False)
+    app = tmp_path / APP
+    answers = {"db": db, "jobq_source": f"jobq @ {(ROOT / 'runtime').as_uri()}"}
+    copier.run_copy(
+        str(ROOT), app, data=answers, defaults=True, vcs_ref=BEFORE_THE_KIT,
+        unsafe=False, quiet=True,
+    )  # fmt: skip
+    package = app / "src" / APP
+    assert (package / "jobs_pool.py").exists()
+    _git(app, "init", "-q")
+    _git(app, "add", "-A")
+    _git(app, "commit", "-q", "-m", "the app, as it was made before the store kit")
+
+    with fresh_database(server, "kit") as url:
+        env = {
+            **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "DATABASE_URL": url,
+        }
+
+        def myapp(*args: str) -> str:
+            done = subprocess.run(
+                [str(app / APP), *args], cwd=app, env=env, capture_output=True, text=True,
+                timeout=120, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            return done.stdout
+
+        # Before: on this checkout's jobq, whose jobq.rows the old store still imports.
+        myapp("migrate")
+        assert myapp("jobs", "push", "welcome-mail", '{"user": 1}', "--in", "3600") == (
+            "Pushed welcome-mail job 1.\n"
+        )
+        assert myapp("jobs", "push", "welcome-mail", '{"user": 404}') == (
+            "Pushed welcome-mail job 2.\n"
+        )
+        assert "welcome-mail job 2, attempt 1: failed" in myapp("jobs", "run-due")
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DirtyLocalWarning)
+            copier.run_update(
+                app, vcs_ref="HEAD", defaults=True, overwrite=True, unsafe=False, quiet=True
+            )
+        assert not list(app.rglob("*.rej")), "copier update left a conflict"
+        # The plumbing is jobq's now: the app keeps its SQL alone.
+        assert sorted(p.name for p in package.glob("jobs_*.py")) == ["jobs_db.py"]
+        jobs_db = (package / "jobs_db.py").read_text()
+        assert jobs_db == (ROOT / "template" / "_stores" / f"{db}.py").read_text()
+        assert re.search(r" is up to date: \d{4}_jobs, app_0002\.$", myapp("migrate"))
+
+        # The waiting job waits, the failed one is listed and runs again, and pushes go on.
+        [failed] = json.loads(myapp("jobs", "--json"))
+        assert (str(failed["id"]), failed["kind"]) == ("2", "welcome-mail")
+        assert myapp("jobs", "run-due") == "No job was due.\n"
+        assert myapp("jobs", "push", "prune-jobs") == "Pushed prune-jobs job 3.\n"
+        assert "prune-jobs job 3, attempt 1: done" in myapp("jobs", "run-due")
+        assert myapp("jobs", "retry", "2").startswith("1 job")
 
 
 @pytest.mark.parametrize("db", ["postgres", "mysql"])

@@ -10,7 +10,18 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "module", ["jobq", "jobq.testing", "jobq.sql", "jobq.sql.rows", "jobq.sql.sqlite"]
+    "module",
+    [
+        "jobq",
+        "jobq.testing",
+        "jobq.sql",
+        "jobq.sql.engine",
+        "jobq.sql.mysql",
+        "jobq.sql.pool",
+        "jobq.sql.postgres",
+        "jobq.sql.rows",
+        "jobq.sql.sqlite",
+    ],
 )
 def test_all_lists_the_public_names_sorted_and_each_exists(module: str) -> None:
     m = importlib.import_module(module)

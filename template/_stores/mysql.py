@@ -25,24 +25,19 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
-import math
-from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import jobq
 from jobq import Job
 from jobq.sql import rows
-from sqlalchemy import create_engine, event, exc, make_url, text
-
-from .jobs_pool import autocommit
+from jobq.sql.mysql import Database, Statements, make_engine
+from sqlalchemy import text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from sqlalchemy.engine import Connection, Engine
-    from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
     from sqlalchemy.sql.elements import TextClause
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
@@ -432,125 +427,12 @@ _FIRST_RUN = text(
 # from several instances at once.
 _LAST_RUN = text("SELECT run_at FROM schedules WHERE name = :name")
 
-# MySQL's error codes, the same on MariaDB.
-_DEADLOCK = 1213  # the server undid the transaction, which may be run again as it was
-_LOCKED = {_DEADLOCK, 1205, 3572}  # and lock wait timeout, NOWAIT
-_DUPLICATE = 1062
-_NO_TABLE = 1146
-_TOO_LONG = {1406, 1366}  # data too long for its column; a string the column's charset can't hold
-# Can't connect, gone away, lost, too many connections, shutting down, killed,
-# access denied, unknown database.
-_UNAVAILABLE = {2002, 2003, 2005, 2006, 2013, 2055, 1040, 1053, 1927, 4031, 1044, 1045, 1049}
-
-# The flag in the status of each answer from the server that says a transaction
-# is open (pymysql.constants.SERVER_STATUS.SERVER_STATUS_IN_TRANS).
-_SERVER_STATUS_IN_TRANS = 1
-
 # How many times a batch claim claims again past limited jobs it met and could
 # not take, before it settles for fewer than asked.
 _PASSES = 8
 # How many times a unique push tries again when a claim or another push moved
 # the waiting job between its read and its write.
 _TRIES = 10
-
-_T = TypeVar("_T")
-
-# Compiles the statements once into PyMySQL's own SQL, %(name)s parameters (see _Driver).
-_DIALECT = create_engine("mysql+pymysql://", paramstyle="pyformat").dialect  # connects to nothing
-
-_log = logging.getLogger("jobq")
-
-
-def make_engine(
-    url: str,
-    *,
-    busy_timeout: float = 5.0,
-    connect_timeout: float = 5.0,
-    read_timeout: float | None = 60.0,
-    **kwargs: Any,
-) -> Engine:
-    """An engine for the app's MySQL or MariaDB database, through PyMySQL.
-
-    Its connections read at READ COMMITTED: a claim then sees what other claims
-    committed as it runs, where the default, REPEATABLE READ, would see what was
-    there as its transaction began, and a claim that finds the queue empty can
-    hold up pushes until it ends. They speak utf8mb4, all of Unicode, and a
-    statement waits up to ``busy_timeout`` seconds (whole, at least 1) for a row
-    lock another transaction holds, then fails, rather than hang.
-
-    A server that takes the connection and never answers (a MySQL URL pointed
-    at another server's port, a server stuck) fails too, rather than hang: a
-    connection waits up to ``connect_timeout`` seconds for the TCP connection
-    and for each of the server's answers while it logs in, and then up to
-    ``read_timeout`` seconds for each answer to a statement (PyMySQL raises
-    "Lost connection to MySQL server during query (timed out)"; None waits for
-    ever, as ``migrate`` does, for a long ALTER). The default, 60 s, is twelve
-    times the longest lock wait, ``busy_timeout``'s 5 s, and far past the
-    store's longest statement (a claim or settle of a batch, a prune, which
-    take milliseconds on the tables' indexes): give more to run statements of
-    your own that take longer. It must be more than ``busy_timeout``.
-
-    A connection goes back to the pool without the ROLLBACK that SQLAlchemy
-    sends by default, unless the server says a transaction is still open on
-    it: after a COMMIT, that ROLLBACK is a round trip that does nothing.
-    The pool must have a connection for each thread that uses the store at
-    once: the queue's workers, and the app's own requests (``pool_size``,
-    ``max_overflow``). The store's statements that are a transaction alone (a
-    push, a settle) go through a second pool of the same size whose
-    connections are in autocommit, one round trip each instead of two, and
-    which the store keeps checked out between its statements: count both
-    pools against the server's ``max_connections``.
-    """
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "mysql" or parsed.get_driver_name() != "pymysql":
-        raise jobq.ConfigError(
-            f"this app's jobs table is written for MySQL or MariaDB through PyMySQL, and "
-            f"DATABASE_URL is a {parsed.drivername} URL: give a mysql+pymysql:// URL"
-        )
-    if "charset" not in parsed.query:
-        parsed = parsed.update_query_dict({"charset": "utf8mb4"})
-    _check_timeouts(busy_timeout, connect_timeout, read_timeout)
-    connect_args = dict(kwargs.pop("connect_args", {}))
-    connect_args.setdefault(
-        "init_command", f"SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(busy_timeout))}"
-    )
-    # PyMySQL's connect_timeout bounds the TCP connection alone; its read timeout,
-    # every answer, the login's too. So the login reads under connect_timeout,
-    # and the statements under read_timeout, set as the login is done.
-    connect_args["connect_timeout"] = connect_timeout
-    connect_args["read_timeout"] = connect_args["write_timeout"] = connect_timeout
-    kwargs.setdefault("isolation_level", "READ COMMITTED")
-    kwargs.setdefault("pool_reset_on_return", None)
-    engine = create_engine(parsed, connect_args=connect_args, **kwargs)
-
-    @event.listens_for(engine, "connect")
-    def _statements_wait(dbapi_connection: Any, _: ConnectionPoolEntry) -> None:
-        # PyMySQL reads these at each read and write; it has no setter for them.
-        dbapi_connection._read_timeout = dbapi_connection._write_timeout = read_timeout
-
-    @event.listens_for(engine, "reset")
-    def _reset(dbapi_connection: Any, _: ConnectionPoolEntry, state: PoolResetState) -> None:
-        # What the pool's default reset does, less its round trip when the
-        # transaction has ended already, as the server's last answer tells.
-        in_transaction = dbapi_connection.server_status & _SERVER_STATUS_IN_TRANS
-        if not state.terminate_only and not state.transaction_was_reset and in_transaction:
-            dbapi_connection.rollback()
-
-    return engine
-
-
-def _check_timeouts(
-    busy_timeout: float, connect_timeout: float, read_timeout: float | None
-) -> None:
-    """ConfigError unless the timeouts are numbers of seconds that fit together."""
-    for name, value in (("busy_timeout", busy_timeout), ("connect_timeout", connect_timeout)):
-        if not 0 < value < math.inf:
-            raise jobq.ConfigError(f"{name} is {value!r}: give a number of seconds, more than 0")
-    if read_timeout is not None and not busy_timeout < read_timeout < math.inf:
-        raise jobq.ConfigError(
-            f"read_timeout is {read_timeout!r}: give a number of seconds, more than "
-            f"busy_timeout ({busy_timeout!r}), or None to wait for ever"
-        )
 
 
 class Jobs:
@@ -561,13 +443,9 @@ class Jobs:
     which the app commits or rolls back.
     """
 
-    def __init__(self, engine: Engine, *, _connection: Connection | None = None) -> None:
+    def __init__(self, engine: Engine, *, _db: Database | None = None) -> None:
         self._engine = engine
-        self._connection = _connection
-        self._own = autocommit(engine)  # its own pool, for its statements of their own
-        self._checked = _connection is not None
-        # What _run translates: SQLAlchemy's errors, and PyMySQL's from statements sent to it.
-        self._errors = (engine.dialect.loaded_dbapi.Error, *_ERRORS)
+        self._db = _db or Database(engine)  # jobq's store kit: runs the statements below
 
     def bind(self, connection: Connection) -> Jobs:
         """The same table, written through ``connection``'s transaction.
@@ -576,7 +454,7 @@ class Jobs:
         The queue's workers can't see it before the commit: call ``queue.wake()``
         after it, or the next poll finds the job.
         """
-        return Jobs(self._engine, _connection=connection)
+        return Jobs(self._engine, _db=self._db.bind(connection))
 
     # Store
 
@@ -584,57 +462,55 @@ class Jobs:
         # A plain push keeps no unique key: only push_unique and push_latest do.
         params = rows.insert(job)
         params["unique_key"] = None
-        job.id = str(self._run(lambda sql: sql.insert(_PUSH, params), alone=True))
+        job.id = str(self._db.run(lambda sql: sql.insert(_PUSH, params), alone=True))
 
     def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
         claimed = self.claim_many(now, until, 1, by)
         return claimed[0] if claimed else None
 
     def done(self, job: Job) -> bool:
-        return self._run(lambda sql: sql.count(_DONE, rows.fence(job)), alone=True) > 0
+        return self._db.run(lambda sql: sql.count(_DONE, rows.fence(job)), alone=True) > 0
 
     def retry(self, job: Job) -> bool:
         params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": job.error}
-        return self._run(lambda sql: sql.count(_RETRY, params), alone=True) > 0
+        return self._db.run(lambda sql: sql.count(_RETRY, params), alone=True) > 0
 
     def fail(self, job: Job) -> bool:
         job.failed_at = job.failed_at or datetime.now(UTC)
         params = {**rows.fence(job), "failed_at": rows.ms(job.failed_at), "error": job.error}
-        return self._run(lambda sql: sql.count(_FAIL, params), alone=True) > 0
+        return self._db.run(lambda sql: sql.count(_FAIL, params), alone=True) > 0
 
     # FailedStore
 
     def failed(self) -> list[Job]:
-        return [rows.job(row) for row in self._run(lambda sql: sql.rows(_FAILED, {}), alone=True)]
+        found = self._db.run(lambda sql: sql.rows(_FAILED, {}), alone=True)
+        return [rows.job(row) for row in found]
 
     def run_again(self, id: str, at: datetime) -> bool:
         if not id.isdecimal() or int(id) >= 2**63:
             return False  # not an ID this table gives out, so not one of its jobs
         params = {"id": int(id), "run_at": rows.ms(at)}
-        return self._run(lambda sql: sql.count(_RUN_AGAIN, params), alone=True) > 0
+        return self._db.run(lambda sql: sql.count(_RUN_AGAIN, params), alone=True) > 0
 
     # ScheduleStore
 
     def push_scheduled(self, schedule: str, job: Job) -> bool:
         run = {"name": schedule, "run_at": rows.ms(job.run_at)}
 
-        def work(sql: _Statements) -> int | None:
+        def work(sql: Statements) -> int | None:
             for _ in range(2):
                 if sql.count(_MOVE_RUN, run):
                     return _push_run(sql, job)
-                try:
-                    made = sql.count(_FIRST_RUN, run)
-                except Exception as error:
-                    if _code(error) != _DUPLICATE:
-                        raise
-                    [(last,)] = sql.rows(_LAST_RUN, run)
-                    if last < run["run_at"]:
-                        continue  # another push made the row just now, behind this run
+                made = sql.count_or_none(_FIRST_RUN, run)
+                if made is not None:
+                    return _push_run(sql, job) if made else None
+                [(last,)] = sql.rows(_LAST_RUN, run)  # turned away: another push made the row
+                if last >= run["run_at"]:
                     return None
-                return _push_run(sql, job) if made else None
+                # It made the row just now, behind this run: the next pass moves it.
             return None
 
-        id = self._run(work)
+        id = self._db.run(work)
         if id is None:
             return False
         job.id = str(id)
@@ -647,7 +523,7 @@ class Jobs:
             self.push(job)
             return True
         params = rows.insert(job)
-        id, pushed = self._run(lambda sql: _push_unique(sql, params))
+        id, pushed = self._db.run(lambda sql: _push_unique(sql, params))
         job.id = str(id)
         return pushed
 
@@ -657,7 +533,7 @@ class Jobs:
             return
         params = rows.insert(job)
 
-        def once(sql: _Statements) -> int | None:
+        def once(sql: Statements) -> int | None:
             """The waiting job moved, or this one pushed: its ID; None when a push beat it."""
             found = sql.rows(_WAITING, params)
             if found and found[0][1] == params["run_at"]:
@@ -666,18 +542,13 @@ class Jobs:
                 return int(found[0][0])
             if found and sql.count(_MOVE, {**params, "id": found[0][0]}):
                 return int(found[0][0])
-            try:
-                return sql.insert(_PUSH, params)
-            except Exception as error:
-                if _code(error) != _DUPLICATE:
-                    raise
-                return None
+            return sql.insert_or_none(_PUSH, params)
 
         for _ in range(_TRIES):
             # Each try in a transaction of its own, when the store has its own:
             # the one turned away holds a lock for reading on the key that a
             # claim of the waiting job needs, and must not wait for that claim.
-            id = self._run(once)
+            id = self._db.run(once)
             if id is not None:
                 job.id = str(id)
                 return
@@ -702,35 +573,35 @@ class Jobs:
     def hold_back(self, job: Job, until: datetime) -> None:
         fence = rows.fence(job)
 
-        def work(sql: _Statements) -> None:
+        def work(sql: Statements) -> None:
             sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
             _put_back(sql, job, fence)
 
-        self._run(work)
+        self._db.run(work)
 
     # GiveBackStore
 
     def give_back(self, job: Job) -> bool:
         fence = rows.fence(job)
-        return self._run(lambda sql: _put_back(sql, job, fence), alone=True) > 0
+        return self._db.run(lambda sql: _put_back(sql, job, fence), alone=True) > 0
 
     # PauseStore
 
     def pause(self, kind: str, until: datetime | None) -> None:
         params = {"kind": kind, "until": _FOREVER if until is None else rows.ms(until)}
-        self._run(lambda sql: sql.count(_PAUSE, params))
+        self._db.run(lambda sql: sql.count(_PAUSE, params))
 
     def resume(self, kind: str) -> bool:
-        return self._run(lambda sql: sql.count(_RESUME, {"kind": kind})) > 0
+        return self._db.run(lambda sql: sql.count(_RESUME, {"kind": kind})) > 0
 
     def paused(self, now: datetime) -> dict[str, datetime | None]:
-        found = self._run(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
+        found = self._db.run(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
         return {kind: None if until == _FOREVER else rows.at(until) for kind, until in found}
 
     # StatsStore
 
     def stats(self, now: datetime) -> list[jobq.KindStats]:
-        found = self._run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)}))
+        found = self._db.run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)}))
         return _kind_stats(found)
 
     # BatchStore
@@ -743,22 +614,13 @@ class Jobs:
         if claimant["kinds"] == []:
             return claimed
         passed = _Passed()
+        claim = functools.partial(_claim_once, now=now, until=until, passed=passed, **claimant)
         for _ in range(_PASSES):
             if len(claimed) >= most:
                 break
-            if self._connection is None:
+            if self._db.connection is None:
                 passed.locked.clear()  # the pass before committed, letting its lock rows go
-            got, again = self._run(
-                functools.partial(
-                    _claim_once,
-                    now=now,
-                    until=until,
-                    most=most - len(claimed),
-                    passed=passed,
-                    by=claimant["by"],
-                    kinds=claimant["kinds"],
-                )
-            )
+            got, again = self._db.run(functools.partial(claim, most=most - len(claimed)))
             claimed += got
             if not again:
                 break
@@ -773,7 +635,7 @@ class Jobs:
         for job in fail:
             job.failed_at = job.failed_at or stamped
 
-        def work(sql: _Statements) -> list[str]:
+        def work(sql: Statements) -> list[str]:
             kept: list[str] = []
             if done:
                 fences = _fences(done)
@@ -798,7 +660,7 @@ class Jobs:
 
         # Each statement alone: each is fenced, so one that is kept while a later
         # one fails is a settle done, and running them all again changes nothing.
-        return self._run(work, alone=True)
+        return self._db.run(work, alone=True)
 
     # RenewStore
 
@@ -807,11 +669,11 @@ class Jobs:
             return []
         params = {**_fences(jobs), "until": rows.ms(until)}
 
-        def work(sql: _Statements) -> list[str]:
+        def work(sql: Statements) -> list[str]:
             sql.count(_RENEW, params)
             return [str(id) for (id,) in sql.rows(_RENEWED, params)]
 
-        return self._run(work)
+        return self._db.run(work)
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
         """Delete the jobs that failed for good before ``before``; say how many.
@@ -822,73 +684,12 @@ class Jobs:
         """
         params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
 
-        def work(sql: _Statements) -> int:
+        def work(sql: Statements) -> int:
             sql.count(_PRUNE_KINDS, params)
             sql.count(_PRUNE_LOCKS, params)
             return sql.count(_PRUNE, params)
 
-        return self._run(work)
-
-    def _run(self, work: Callable[[_Statements], _T], *, alone: bool = False) -> _T:
-        """Run ``work``: in the bound connection's transaction, or in one of its own.
-
-        ``alone``: each of work's statements is a transaction alone, committed
-        as it ends, on a connection of the store's own pool in autocommit (see
-        jobs_pool.py): one round trip, where a transaction takes two, the
-        statement and its COMMIT.
-
-        A deadlock undid the whole transaction, so one of our own runs once
-        more before the error goes up; in the app's transaction the error goes
-        up at once, as that transaction is lost.
-        """
-        if self._connection is not None:
-            with _translated():
-                return work(_Through(self._connection))
-        for last in (False, True):
-            try:
-                if alone:
-                    return self._own.run(work, _Driver)
-                with self._transaction() as sql:
-                    return work(sql)
-            except self._errors as error:
-                if last or _code(error) != _DEADLOCK:
-                    raise _translate(error) from error
-                # Said, so that a deadlock that should never happen is seen (tests count them).
-                _log.warning("jobs table: deadlocked with another transaction; running it again")
-        raise AssertionError("unreachable")
-
-    @contextmanager
-    def _transaction(self) -> Iterator[_Statements]:
-        """PyMySQL's connection, from the engine's pool, in a transaction committed at the end.
-
-        PyMySQL sends no BEGIN: the first statement begins the transaction.
-        """
-        raw = self._engine.raw_connection()
-        try:
-            driver: Any = raw.driver_connection
-            if not self._checked:
-                _check(self._engine.dialect.get_isolation_level(driver))
-                self._checked = True
-            if driver.get_autocommit():
-                # An engine in autocommit: the claim's lock must last until its UPDATE.
-                driver.begin()
-            try:
-                yield _Driver(driver)
-                driver.commit()
-            except BaseException as error:
-                dialect = self._engine.dialect
-                if isinstance(error, dialect.loaded_dbapi.Error) and dialect.is_disconnect(
-                    error, driver, None
-                ):
-                    raw.invalidate(error)  # not back to the pool: the next one connects anew
-                else:
-                    try:
-                        driver.rollback()
-                    except Exception:
-                        raw.invalidate()  # in a state unknown: the next one connects anew
-                raise
-        finally:
-            raw.close()
+        return self._db.run(work)
 
 
 class _Passed:
@@ -915,7 +716,7 @@ class _Passed:
 
 
 def _claim_once(
-    sql: _Statements,
+    sql: Statements,
     *,
     now: datetime,
     until: datetime,
@@ -986,21 +787,19 @@ def _claim_once(
     return claimed, again
 
 
-def _push_run(sql: _Statements, job: Job) -> int:
+def _push_run(sql: Statements, job: Job) -> int:
     """Push a schedule's run: a unique kind's job that waits already *is* the run."""
     if job.key:
         return _push_unique(sql, rows.insert(job))[0]
     return sql.insert(_PUSH, {**rows.insert(job), "unique_key": None})
 
 
-def _push_unique(sql: _Statements, params: Mapping[str, Any]) -> tuple[int, bool]:
+def _push_unique(sql: Statements, params: Mapping[str, Any]) -> tuple[int, bool]:
     """Push unless a job of the kind and key waits: (the ID of the one that waits now, pushed?)."""
     for _ in range(_TRIES):
-        try:
-            return sql.insert(_PUSH, params), True
-        except Exception as error:
-            if _code(error) != _DUPLICATE:
-                raise
+        id = sql.insert_or_none(_PUSH, params)
+        if id is not None:
+            return id, True
         # The unique index turned it away: the waiting job is committed, and
         # this transaction's lock on its key keeps a claim from taking it now.
         found = sql.rows(_WAITING, params)
@@ -1009,14 +808,12 @@ def _push_unique(sql: _Statements, params: Mapping[str, Any]) -> tuple[int, bool
     raise jobq.StoreLocked("a unique push met other pushes and claims of its key: push it again")
 
 
-def _put_back(sql: _Statements, job: Job, fence: dict[str, Any]) -> int:
+def _put_back(sql: Statements, job: Job, fence: dict[str, Any]) -> int:
     """The job back as its claim found it, with its key unless another job has it now."""
     if job.key:
-        try:
-            return sql.count(_PUT_BACK, {**fence, "unique_key": job.key})
-        except Exception as error:
-            if _code(error) != _DUPLICATE:
-                raise
+        kept = sql.count_or_none(_PUT_BACK, {**fence, "unique_key": job.key})
+        if kept is not None:
+            return kept
     return sql.count(_PUT_BACK, {**fence, "unique_key": None})
 
 
@@ -1057,126 +854,3 @@ def _kind_stats(found: Sequence[Sequence[Any]]) -> list[jobq.KindStats]:
         jobq.KindStats(kind, due, later, running, failed, oldest.get(kind))
         for kind, (due, later, running, failed) in sorted(counts.items())
     ]
-
-
-class _Statements(rows.Statements, Protocol):
-    def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int: ...
-
-
-class _Driver:
-    """Statements straight on PyMySQL's connection, the engine's pool lending it.
-
-    A round trip on the loopback takes tens of microseconds, and SQLAlchemy's
-    execution path would add more than that to each: the statements go to PyMySQL
-    as SQLAlchemy compiled them once, with PyMySQL's %(name)s parameters (a tuple
-    parameter is written as a list in parentheses, for IN).
-    """
-
-    def __init__(self, connection: Any) -> None:
-        # One cursor for all its statements: each reads its results whole.
-        self._cursor = connection.cursor()
-
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        self._cursor.execute(_driver_sql(statement), params)
-        return list(self._cursor.fetchall())
-
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        return int(self._cursor.execute(_driver_sql(statement), params))
-
-    def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        self._cursor.execute(_driver_sql(statement), params)
-        return int(self._cursor.lastrowid)
-
-
-class _Through(rows.Through):
-    """Statements through a SQLAlchemy connection, in the transaction the app holds."""
-
-    def __init__(self, connection: Connection) -> None:
-        super().__init__(connection)
-        self._sa = connection
-
-    def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        return int(self._sa.execute(statement, params).lastrowid)
-
-
-@functools.cache
-def _driver_sql(statement: TextClause) -> str:
-    return str(statement.compile(dialect=_DIALECT))
-
-
-def _check(level: str) -> None:
-    """Refuse a connection at REPEATABLE READ, once, as the store first connects."""
-    if level != "READ COMMITTED":
-        raise jobq.ConfigError(
-            f"the jobs table needs connections at READ COMMITTED, and this engine's are at "
-            f"{level}, where a claim that finds nothing can hold up pushes: make the engine "
-            f"with jobs_db.make_engine, or pass isolation_level='READ COMMITTED' to create_engine"
-        )
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    """MySQL's errors, as SQLAlchemy raised them, as jobq's portable ones (``__cause__``)."""
-    try:
-        yield
-    except _ERRORS as error:
-        raise _translate(error) from error
-
-
-_ERRORS = (exc.DBAPIError, exc.TimeoutError)  # and PyMySQL's own, from statements sent to it
-
-
-def _translate(error: Exception) -> jobq.StoreError:
-    """SQLAlchemy's error or PyMySQL's as jobq's portable one."""
-    if isinstance(error, exc.DBAPIError):
-        return _portable(error.orig, error.connection_invalidated)
-    if isinstance(error, exc.TimeoutError):
-        return jobq.StoreUnavailable(
-            f"no database connection was free in time ({error}): the pool is smaller "
-            f"than the threads that use it at once; raise pool_size or max_overflow "
-            f"in make_engine, or lower QUEUE_WORKERS"
-        )
-    return _portable(error, False)
-
-
-def _code(error: BaseException | None) -> int:
-    """The MySQL error number of a PyMySQL error, or of the one SQLAlchemy wrapped."""
-    original = error.orig if isinstance(error, exc.DBAPIError) else error
-    args = getattr(original, "args", ())
-    return args[0] if args and isinstance(args[0], int) else 0
-
-
-def _portable(original: BaseException | None, invalidated: bool) -> jobq.StoreError:
-    code = _code(original)
-    said = _said(original)
-    if code == _DEADLOCK:
-        return jobq.StoreLocked(
-            f"the database undid the transaction, deadlocked with another one ({said}): "
-            f"run the transaction again"
-        )
-    if code in _LOCKED:
-        return jobq.StoreLocked(
-            f"another transaction held the jobs it needed past the lock wait timeout "
-            f"({said}). While the app's own transaction holds a job's row, a claim "
-            f"passes over it but a settle of it waits: keep those transactions short"
-        )
-    if invalidated or code in _UNAVAILABLE:
-        return jobq.StoreUnavailable(
-            f"the MySQL database cannot be reached ({said}): check that the server "
-            f"runs and that DATABASE_URL names it, with a user that may use it"
-        )
-    if code == _NO_TABLE:
-        return jobq.StoreError(f"{said}: run the app's migrations (./myapp migrate)")
-    if code in _TOO_LONG:
-        return jobq.StoreError(
-            f"a value does not fit its column ({said}): a job's key must be ASCII, "
-            f"at most 128 characters, and its kind at most 255"
-        )
-    return jobq.StoreError(f"the jobs table could not be written or read: {said}")
-
-
-def _said(error: BaseException | None) -> str:
-    """What the server said, on one line, with its error number: PyMySQL's args are both."""
-    args: tuple[Any, ...] = getattr(error, "args", ())
-    message = f"{args[1]} ({args[0]})" if len(args) == 2 else str(error)
-    return " ".join(message.split())

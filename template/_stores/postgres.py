@@ -24,26 +24,18 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
-import os
 import re
-import select
-import threading
-from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, LiteralString, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import jobq
-import psycopg
 from jobq import Job
 from jobq.sql import rows
-from sqlalchemy import create_engine, exc, text
-
-from .jobs_pool import autocommit
+from jobq.sql.postgres import Database, Statements, make_engine, sqlstate
+from sqlalchemy import text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
-    from contextlib import AbstractContextManager
+    from collections.abc import Callable, Sequence
 
     from sqlalchemy.engine import Connection, Engine
     from sqlalchemy.sql.elements import TextClause
@@ -571,89 +563,9 @@ _PRUNE = text(
     """
 )
 
-# SQLSTATEs that mean another transaction was in the way: the database undid
-# this one, which may be run again as it was.
-_CONFLICT = {"40001", "40P01"}  # serialization_failure, deadlock_detected
 _UNIQUE_VIOLATION = "23505"
-_LOCK_TIMEOUT = "55P03"  # lock_not_available: lock_timeout ran out
-# The server is going away or refuses connections for now.
-_UNAVAILABLE_PREFIXES = ("08", "57P")  # connection_exception, operator_intervention
-_UNAVAILABLE = {"53300"}  # too_many_connections
-
-_T = TypeVar("_T")
-
-# Compiles the statements once into psycopg's own SQL (see _Driver).
-_DIALECT = create_engine("postgresql+psycopg://").dialect  # connects to nothing
 
 _log = logging.getLogger("jobq")
-
-
-def make_engine(
-    url: str,
-    *,
-    busy_timeout: float = 5.0,
-    connect_timeout: float = 5.0,
-    read_timeout: float | None = 60.0,
-    **kwargs: Any,
-) -> Engine:
-    """An engine for the app's Postgres database, through psycopg 3.
-
-    A statement waits up to ``busy_timeout`` seconds for a row lock another
-    transaction holds (``lock_timeout``), then fails, rather than hang.
-    The rest is Postgres's defaults (READ COMMITTED). The pool must have a
-    connection for each thread that uses the store at once: the queue's
-    workers, and the app's own requests (``pool_size``, ``max_overflow``).
-    The store's own statements (a push, a claim, a settle) go through a
-    second pool of the same size whose connections are in autocommit, and
-    which the store keeps checked out between its statements (jobs_pool.py):
-    count both pools against the server's ``max_connections``.
-
-    A server that takes the connection and never answers (a Postgres URL
-    pointed at another server's port, a server stuck) fails too, rather than
-    hang: a connection waits up to ``connect_timeout`` seconds (whole, at
-    least 2: libpq's rule) to log in, for each address the host has
-    (localhost may have two), where psycopg would wait 130. Then a statement
-    runs for up to ``read_timeout`` seconds (``statement_timeout``, which the
-    server keeps), and the connection is dropped when what it sends stays
-    unacknowledged that long (``tcp_user_timeout``: the server's host is
-    gone); None for neither, as ``migrate`` does, for a long ALTER. The
-    default, 60 s, is twelve times the longest lock wait, ``busy_timeout``'s
-    5 s, and far past the store's longest statement (a claim or settle of a
-    batch, a prune, which take milliseconds on the tables' indexes): give
-    more to run statements of your own that take longer. It must be more than
-    ``busy_timeout``.
-    """
-    _check_timeouts(busy_timeout, connect_timeout, read_timeout)
-    connect_args = dict(kwargs.pop("connect_args", {}))
-    # Set as the connection starts, in its startup packet: no round trip.
-    options = f"-c lock_timeout={max(1, round(busy_timeout * 1000))}"
-    if read_timeout is not None:
-        options += f" -c statement_timeout={round(read_timeout * 1000)}"
-        connect_args.setdefault("tcp_user_timeout", round(read_timeout * 1000))
-    connect_args["options"] = f"{connect_args.get('options', '')} {options}".strip()
-    connect_args.setdefault("connect_timeout", max(2, math.ceil(connect_timeout)))
-    engine = create_engine(url, connect_args=connect_args, **kwargs)
-    if engine.dialect.name != "postgresql" or engine.dialect.driver != "psycopg":
-        raise jobq.ConfigError(
-            f"this app's jobs table is written for Postgres through psycopg 3, and "
-            f"DATABASE_URL is a {engine.dialect.name}+{engine.dialect.driver} URL: "
-            f"give a postgresql+psycopg:// URL"
-        )
-    return engine
-
-
-def _check_timeouts(
-    busy_timeout: float, connect_timeout: float, read_timeout: float | None
-) -> None:
-    """ConfigError unless the timeouts are numbers of seconds that fit together."""
-    for name, value in (("busy_timeout", busy_timeout), ("connect_timeout", connect_timeout)):
-        if not 0 < value < math.inf:
-            raise jobq.ConfigError(f"{name} is {value!r}: give a number of seconds, more than 0")
-    if read_timeout is not None and not busy_timeout < read_timeout < math.inf:
-        raise jobq.ConfigError(
-            f"read_timeout is {read_timeout!r}: give a number of seconds, more than "
-            f"busy_timeout ({busy_timeout!r}), or None to wait for ever"
-        )
 
 
 class Jobs:
@@ -664,10 +576,9 @@ class Jobs:
     which the app commits or rolls back.
     """
 
-    def __init__(self, engine: Engine, *, _connection: Connection | None = None) -> None:
+    def __init__(self, engine: Engine, *, _db: Database | None = None) -> None:
         self._engine = engine
-        self._connection = _connection
-        self._own = autocommit(engine)  # its own pool, for its statements of their own
+        self._db = _db or Database(engine)  # jobq's store kit: runs the statements below
 
     def bind(self, connection: Connection) -> Jobs:
         """The same table, written through ``connection``'s transaction.
@@ -675,14 +586,14 @@ class Jobs:
         A push through it is kept as that transaction commits, or not at all,
         and wakes the queues that listen as it commits.
         """
-        return Jobs(self._engine, _connection=connection)
+        return Jobs(self._engine, _db=self._db.bind(connection))
 
     # Store
 
     def push(self, job: Job) -> None:
         params = rows.insert(job)
         params["unique_key"] = None  # a plain push holds no key
-        job.id = str(self._run(lambda sql: sql.rows(_PUSH, params))[0][0])
+        job.id = str(self._db.run(lambda sql: sql.rows(_PUSH, params))[0][0])
 
     def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
         claimed = self.claim_many(now, until, 1, by)
@@ -707,14 +618,14 @@ class Jobs:
             return []
         params = {"now": rows.ms(now), "until": rows.ms(until), "most": most, **claimant}
         filtered = params["kinds"] is not None
-        found = self._run(lambda sql: sql.rows(_of_kinds(_CLAIM, filtered), params))
+        found = self._db.run(lambda sql: sql.rows(_of_kinds(_CLAIM, filtered), params))
         claimed = [rows.job(row) for row in found if not row[-1]]
         if len(claimed) < most and len(claimed) < len(found):
             # A limited job may be due: the rest of the batch, under the locks.
             params["most"] = most - len(claimed)
             params["window"] = min(4 * params["most"] + 16, 1000)  # jobs
             try:
-                claimed += self._run(lambda sql: self._claim_limited(sql, params))
+                claimed += self._db.run(lambda sql: self._claim_limited(sql, params))
             except jobq.StoreError:
                 if not claimed:
                     raise
@@ -726,7 +637,7 @@ class Jobs:
         claimed.sort(key=lambda job: (-job.priority, job.run_at, int(job.id)))
         return claimed
 
-    def _claim_limited(self, sql: _Statements, params: dict[str, Any]) -> list[Job]:
+    def _claim_limited(self, sql: Statements, params: dict[str, Any]) -> list[Job]:
         with sql.transaction():
             filtered = params["kinds"] is not None
             locked = sql.rows(_of_kinds(_LOCK, filtered), params)
@@ -744,7 +655,7 @@ class Jobs:
         for job in fail:
             job.failed_at = job.failed_at or datetime.now(UTC)
         params = _settles(done, retry, fail)
-        found = self._run(lambda sql: sql.rows(_SETTLE, params))
+        found = self._db.run(lambda sql: sql.rows(_SETTLE, params))
         return [str(id) for (id,) in found if id is not None]
 
     # RenewStore
@@ -753,24 +664,24 @@ class Jobs:
         if not jobs:
             return []
         params = _renewal(jobs, until)
-        return [str(row[0]) for row in self._run(lambda sql: sql.rows(_RENEW, params))]
+        return [str(row[0]) for row in self._db.run(lambda sql: sql.rows(_RENEW, params))]
 
     # FailedStore
 
     def failed(self) -> list[Job]:
-        return [rows.job(row) for row in self._run(lambda sql: sql.rows(_FAILED, {}))]
+        return [rows.job(row) for row in self._db.run(lambda sql: sql.rows(_FAILED, {}))]
 
     def run_again(self, id: str, at: datetime) -> bool:
         if not id.isdecimal() or int(id) >= 2**63:
             return False  # not an ID this table gives out, so not one of its jobs
         params = {"id": int(id), "run_at": rows.ms(at)}
-        return self._run(lambda sql: sql.count(_RUN_AGAIN, params)) > 0
+        return self._db.run(lambda sql: sql.count(_RUN_AGAIN, params)) > 0
 
     # ScheduleStore
 
     def push_scheduled(self, schedule: str, job: Job) -> bool:
         params = {"name": schedule, **rows.insert(job)}
-        found = self._run(lambda sql: sql.rows(_SCHEDULE, params))
+        found = self._db.run(lambda sql: sql.rows(_SCHEDULE, params))
         if not found:
             return False
         if found[0][0] is not None:
@@ -782,12 +693,14 @@ class Jobs:
     def push_unique(self, job: Job) -> bool:
         params = rows.insert(job)
         for _ in range(100):
-            found = self._run(lambda sql: sql.rows(_PUSH_UNIQUE, params))
+            found = self._db.run(lambda sql: sql.rows(_PUSH_UNIQUE, params))
             if not found:
                 # The job that turned this push away committed after the
                 # statement began: a new statement sees it, unless a claim
                 # took it since, and then the push goes in.
-                found = [(row[0], False) for row in self._run(lambda s: s.rows(_WAITING, params))]
+                found = [
+                    (row[0], False) for row in self._db.run(lambda s: s.rows(_WAITING, params))
+                ]
             if found:
                 job.id = str(found[0][0])
                 return bool(found[0][1])
@@ -798,7 +711,7 @@ class Jobs:
 
     def push_latest(self, job: Job) -> None:
         params = rows.insert(job)
-        job.id = str(self._run(lambda sql: sql.rows(_PUSH_LATEST, params))[0][0])
+        job.id = str(self._db.run(lambda sql: sql.rows(_PUSH_LATEST, params))[0][0])
 
     def keeps_one_at_a_time(self) -> None:
         """The claim passes over a job while a claim holds another of its kind and key."""
@@ -832,10 +745,10 @@ class Jobs:
         """Run _HOLD_BACK or _GIVE_BACK, once more if a push of its key beat it; its count."""
         for last in (False, True):
             try:
-                with self._savepoint():
-                    return self._run(lambda sql: sql.count(statement, params))
+                with self._db.savepoint():
+                    return self._db.run(lambda sql: sql.count(statement, params))
             except jobq.StoreError as error:
-                if last or _sqlstate(error.__cause__) != _UNIQUE_VIOLATION:
+                if last or sqlstate(error.__cause__) != _UNIQUE_VIOLATION:
                     raise
         raise AssertionError("unreachable")
 
@@ -843,13 +756,13 @@ class Jobs:
 
     def pause(self, kind: str, until: datetime | None) -> None:
         params = {"kind": kind, "until": _FOREVER if until is None else rows.ms(until)}
-        self._run(lambda sql: sql.count(_PAUSE, params))
+        self._db.run(lambda sql: sql.count(_PAUSE, params))
 
     def resume(self, kind: str) -> bool:
-        return self._run(lambda sql: sql.count(_RESUME, {"kind": kind})) > 0
+        return self._db.run(lambda sql: sql.count(_RESUME, {"kind": kind})) > 0
 
     def paused(self, now: datetime) -> dict[str, datetime | None]:
-        found = self._run(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
+        found = self._db.run(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
         return {
             kind: None if until == _FOREVER else rows.at(until) for kind, until in sorted(found)
         }
@@ -857,7 +770,7 @@ class Jobs:
     # StatsStore
 
     def stats(self, now: datetime) -> list[jobq.KindStats]:
-        found = self._run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)}))
+        found = self._db.run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)}))
         return [_kind_stats(*row) for row in sorted(found)]
 
     # NotifyStore
@@ -871,9 +784,7 @@ class Jobs:
         that failed; after each new connection ``wake`` is called once, for the
         pushes it may have missed. The function returned stops the thread.
         """
-        listener = _Listener(self._engine.url.set(drivername="postgresql"), wake)
-        listener.start()
-        return listener.stop
+        return self._db.listen(_CHANNEL, wake)
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
         """Delete the jobs that failed for good before ``before``; say how many.
@@ -882,38 +793,7 @@ class Jobs:
         clock's, unless given), and the lock rows of keys no job has.
         """
         params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
-        return int(self._run(lambda sql: sql.rows(_PRUNE, params))[0][0])
-
-    def _run(self, work: Callable[[_Statements], _T]) -> _T:
-        """Run ``work``: in the bound connection's transaction, or as statements of their own.
-
-        Of their own: on a connection of the store's own pool (jobs_pool.py), in
-        autocommit. Every operation is one statement, which autocommit makes a
-        transaction of its own: no BEGIN before it, no COMMIT after it, each a
-        round trip of its own otherwise.
-
-        A deadlock or serialization failure undid the whole statement, so an
-        operation of our own runs once more before the error goes up; in the
-        app's transaction the error goes up at once, as that transaction is lost.
-        """
-        if self._connection is not None:
-            with _translated():
-                return work(_Bound(self._connection))
-        for last in (False, True):
-            try:
-                return self._own.run(work, _Driver)
-            except _ERRORS as error:
-                if last or _sqlstate(error) not in _CONFLICT:
-                    raise _translate(error) from error
-        raise AssertionError("unreachable")
-
-    def _savepoint(self) -> AbstractContextManager[Any]:
-        """In the app's transaction, a savepoint, so that a statement the caller runs again
-        after an error does not lose the transaction; on our own, nothing."""
-        if self._connection is None:
-            return nullcontext()
-        with _translated():
-            return self._connection.begin_nested()
+        return int(self._db.run(lambda sql: sql.rows(_PRUNE, params))[0][0])
 
 
 def _settles(done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> dict[str, Any]:
@@ -951,193 +831,3 @@ def _kind_stats(
         failed=int(failed),
         oldest_due=None if oldest is None else rows.at(int(oldest)),
     )
-
-
-class _Statements(rows.Statements, Protocol):
-    def transaction(self) -> AbstractContextManager[Any]: ...
-
-
-class _Driver:
-    """Statements straight on psycopg's connection, the store's pool lending it.
-
-    A round trip on the loopback takes tens of microseconds, and SQLAlchemy's
-    execution path would add more than that to each: the statements go to psycopg
-    as SQLAlchemy compiled them once, with psycopg's %(name)s parameters. Made
-    once for each connection, with the one cursor it keeps: a cursor keeps what
-    it learned of the parameters' and columns' types, which a new cursor looks
-    up again (about 15 µs of a push's 200 on the loopback).
-    """
-
-    def __init__(self, connection: psycopg.Connection[Any]) -> None:
-        self.connection = connection
-        self._cursor = connection.cursor()
-
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return self._cursor.execute(_driver_sql(statement), params).fetchall()
-
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        return self._cursor.execute(_driver_sql(statement), params).rowcount
-
-    def transaction(self) -> AbstractContextManager[Any]:
-        """BEGIN ... COMMIT around the block (ROLLBACK on an error), in autocommit mode."""
-        return self.connection.transaction()
-
-
-class _Bound(rows.Through):
-    """Statements through the app's connection: already in its transaction."""
-
-    def transaction(self) -> AbstractContextManager[Any]:
-        return nullcontext()
-
-
-@functools.cache
-def _driver_sql(statement: TextClause) -> LiteralString:
-    return str(statement.compile(dialect=_DIALECT))
-
-
-class _Listener:
-    """A thread that LISTENs on its own connection and wakes the queue on each NOTIFY.
-
-    It waits on the connection's socket and on a pipe of its own, so that
-    ``stop`` ends it at once rather than at a timeout.
-    """
-
-    _BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)  # seconds between attempts to connect again
-
-    def __init__(self, url: Any, wake: Callable[[], None]) -> None:
-        self._conninfo = url.render_as_string(hide_password=False)
-        self._wake = wake
-        self._stopping = threading.Event()
-        self._read, self._write = os.pipe()
-        self._thread = threading.Thread(target=self._listen, name="jobq-listen", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._stopping.is_set():
-            return
-        self._stopping.set()
-        os.write(self._write, b"x")
-        self._thread.join(timeout=10)
-        os.close(self._write)
-        os.close(self._read)
-
-    def _listen(self) -> None:
-        failures = 0
-        while not self._stopping.is_set():
-            try:
-                with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {_CHANNEL}")
-                    if failures:
-                        _log.info("the listener for pushes is connected again")
-                    failures = 0
-                    self._call_wake()  # for what was pushed while there was no connection
-                    self._wait_for_notifies(conn)
-            except psycopg.Error as error:
-                if self._stopping.is_set():
-                    return
-                wait = self._BACKOFF[min(failures, len(self._BACKOFF) - 1)]
-                failures += 1
-                # One warning for an outage, beside the queue's line a poll; the
-                # attempts after it are at DEBUG.
-                _log.log(
-                    logging.WARNING if failures == 1 else logging.DEBUG,
-                    "the listener for pushes lost its database connection (%s); "
-                    "connecting again in %.1f s, and the queue polls meanwhile",
-                    _said(error),
-                    wait,
-                )
-                if self._sleep(wait):
-                    return
-
-    def _wait_for_notifies(self, conn: psycopg.Connection[Any]) -> None:
-        pgconn = conn.pgconn
-        while True:
-            ready, _, _ = select.select([pgconn.socket, self._read], [], [])
-            if self._read in ready:
-                return
-            pgconn.consume_input()  # raises once the server has gone
-            if pgconn.status != psycopg.pq.ConnStatus.OK:
-                raise psycopg.OperationalError("the connection to the server was closed")
-            woken = False
-            while pgconn.notifies() is not None:
-                woken = True  # a burst read together wakes the queue once
-            if woken:
-                self._call_wake()
-
-    def _call_wake(self) -> None:
-        try:
-            self._wake()
-        except Exception:
-            _log.exception("waking the queue after a push failed")
-
-    def _sleep(self, seconds: float) -> bool:
-        """Wait ``seconds`` or until stopped; say whether stopped."""
-        ready, _, _ = select.select([self._read], [], [], seconds)
-        return bool(ready)
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    """Postgres's errors as jobq's portable ones, the original kept as ``__cause__``."""
-    try:
-        yield
-    except _ERRORS as error:
-        raise _translate(error) from error
-
-
-_ERRORS = (exc.DBAPIError, psycopg.Error, exc.TimeoutError)  # what _translate reads
-
-
-def _translate(error: Exception) -> jobq.StoreError:
-    if isinstance(error, exc.DBAPIError):
-        return _portable(error.orig, error.connection_invalidated)
-    if isinstance(error, psycopg.Error):
-        return _portable(error, False)
-    return jobq.StoreUnavailable(
-        f"no database connection was free in time ({error}): the pool is smaller "
-        f"than the threads that use it at once; raise pool_size or max_overflow "
-        f"in make_engine, or lower QUEUE_WORKERS"
-    )
-
-
-def _sqlstate(error: BaseException | None) -> str:
-    original = error.orig if isinstance(error, exc.DBAPIError) else error
-    return getattr(original, "sqlstate", None) or ""
-
-
-def _portable(original: BaseException | None, invalidated: bool) -> jobq.StoreError:
-    state = _sqlstate(original)
-    said = _said(original)
-    if state in _CONFLICT:
-        return jobq.StoreLocked(
-            f"the database undid the transaction, which conflicted with another one "
-            f"({said}): run the transaction again"
-        )
-    if state == _LOCK_TIMEOUT:
-        return jobq.StoreLocked(
-            f"another transaction held the jobs it needed past the lock timeout ({said}). "
-            f"While the app's own transaction holds a job's row, a claim passes over it "
-            f"but a settle of it waits: keep those transactions short"
-        )
-    if (
-        invalidated
-        or state.startswith(_UNAVAILABLE_PREFIXES)
-        or state in _UNAVAILABLE
-        or (isinstance(original, psycopg.OperationalError) and not state)
-    ):
-        return jobq.StoreUnavailable(
-            f"the Postgres database cannot be reached ({said}): check that the server "
-            f"runs and that DATABASE_URL names it"
-        )
-    if state == "42P01":  # undefined_table
-        return jobq.StoreError(f"{said}: run the app's migrations (./myapp migrate)")
-    return jobq.StoreError(f"the jobs table could not be written or read: {said}")
-
-
-def _said(error: BaseException | None) -> str:
-    """What the server said, on one line: its message without the SQL it points into."""
-    diag = getattr(error, "diag", None)
-    message = getattr(diag, "message_primary", None) or str(error)
-    return " ".join(message.split())

@@ -34,7 +34,7 @@ def _broken(db: str, name: str, changes: list[tuple[str, str]]) -> ModuleType:
     for old, new in changes:
         assert old in source, f"the {db} store no longer has {old!r}: mend this test"
         source = source.replace(old, new)
-    sources.store(db)  # its package, for a server store's `from .jobs_pool import ...`
+    sources.store(db)  # its package, made as the store is loaded
     qualified = f"{sources.STORES}.broken_{name}"
     module = ModuleType(qualified)
     module.__package__ = sources.STORES

@@ -19,6 +19,7 @@ import pytest
 import sources
 import sqlalchemy as sa
 from jobq import Job
+from jobq.sql.pool import autocommit
 from jobq.testing import at_once
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -26,7 +27,6 @@ HOLD = T0 + timedelta(hours=1)  # no hold runs out in these tests: `now` stays T
 
 
 mysql = sources.store("mysql")
-jobs_pool = sources.jobs_pool()
 
 
 @pytest.fixture
@@ -332,7 +332,7 @@ def test_a_batch_claim_and_settle_take_the_round_trips_they_should(my_engine: sa
         jobs.claim(T0, T0)  # connects, and checks the connection once
         for n in range(10):
             jobs.push(_job(payload=f'{{"n":{n}}}'))
-        with counting(one) as trips, counting(one, jobs_pool.autocommit(one)) as alone:
+        with counting(one) as trips, counting(one, autocommit(one)) as alone:
             claimed = jobs.claim_many(T0, HOLD, 10)
             assert (len(claimed), trips()) == (10, 3)  # lock and read, hold, commit
             jobs.settle_many(done=claimed[:6], retry=claimed[6:8], fail=claimed[8:])

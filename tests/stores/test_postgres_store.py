@@ -20,6 +20,7 @@ import pytest
 import sources
 import sqlalchemy as sa
 from jobq import Job
+from jobq.sql.pool import autocommit
 from jobq.sql.rows import ms
 from jobq.testing import at_once
 
@@ -651,7 +652,7 @@ def test_a_batch_claim_and_a_batch_settle_of_jobs_with_no_limit_take_one_round_t
         jobs.claim(T0, T0)  # connects
         for i in range(30):
             jobs.push(_job(payload=str(i)))
-        own = sources.jobs_pool().autocommit(one)
+        own = autocommit(one)
         with counting(one, own) as trips, counting(one) as apps:
             claimed = jobs.claim_many(T0, HOLD, 10)
             assert (len(claimed), trips()) == (10, 1)

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from jobq import Job, StoreError, StoreLocked, StoreUnavailable
+from jobq.sql.pool import autocommit
 from jobq.testing import StoreSuite, at_once
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -310,7 +311,7 @@ def test_each_operation_takes_the_round_trips_it_should(
         jobs.claim(T0, T0)
         # On the app's pool (a claim of limited jobs, a bound store) and the store's own.
         on = [counters.enter_context(counting(one))]
-        on.append(counters.enter_context(counting(one, sources.jobs_pool().autocommit(one))))
+        on.append(counters.enter_context(counting(one, autocommit(one))))
 
         def trips() -> int:
             return sum(count() for count in on)
@@ -374,12 +375,12 @@ def test_a_job_keeps_when_it_was_made_and_names_compare_as_written(
 
 def test_the_store_leaves_the_apps_connections_as_it_found_them(pg_engine: sa.Engine) -> None:
     url = pg_engine.url.render_as_string(hide_password=False)
-    for level, autocommit in (("READ COMMITTED", False), ("AUTOCOMMIT", True)):
+    for level, in_autocommit in (("READ COMMITTED", False), ("AUTOCOMMIT", True)):
         engine = postgres.make_engine(url, isolation_level=level, pool_size=1, max_overflow=0)
         try:
             postgres.Jobs(engine).push(_job())
             with engine.connect() as conn:
-                assert conn.connection.dbapi_connection.autocommit is autocommit
+                assert conn.connection.dbapi_connection.autocommit is in_autocommit
         finally:
             engine.dispose()
 

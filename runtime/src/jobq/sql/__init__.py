@@ -8,7 +8,13 @@ of its store file:
 - ``jobq.sql.rows``: a job's columns, in and out (no database library);
 - ``jobq.sql.sqlite``: the engine (pragmas, ``BEGIN IMMEDIATE``), the
   statements straight on sqlite3, the kept connection for pushes and its fork
-  guard, and SQLite's errors as ``StoreLocked`` / ``StoreUnavailable``.
+  guard, and SQLite's errors as ``StoreLocked`` / ``StoreUnavailable``;
+- ``jobq.sql.postgres`` and ``jobq.sql.mysql``: the engine (its lock, connect
+  and read timeouts), the statements straight on psycopg or PyMySQL, in
+  autocommit on the store's own pool (``jobq.sql.pool``) or in a transaction,
+  a statement that deadlocked run once more, Postgres's LISTEN thread, and
+  each server's error codes as jobq's portable errors;
+- ``jobq.sql.engine``: what the server engines share (their timeouts' checks).
 
 Each database's module needs SQLAlchemy and its driver: install jobq with the
 extra (``jobq[sqlite]``, ``jobq[postgres]``, ``jobq[mysql]``). ``import jobq``

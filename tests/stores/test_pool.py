@@ -1,4 +1,4 @@
-"""The server stores' second pool (template/_stores/jobs_pool.py), on Postgres and MariaDB.
+"""The server stores' second pool (jobq.sql.pool, the store kit's), on Postgres and MariaDB.
 
 A push, a settle, a claim: each runs on a connection of the store's own pool,
 in autocommit, which the store keeps checked out between its statements. These
@@ -22,11 +22,11 @@ import pytest
 import sources
 import sqlalchemy as sa
 from jobq import Job
+from jobq.sql.pool import autocommit
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 HOLD = T0 + timedelta(hours=1)
 
-jobs_pool = sources.jobs_pool()
 MODULES = {"postgres": sources.store("postgres"), "mysql": sources.store("mysql")}
 
 
@@ -92,7 +92,7 @@ def _connections(engine: sa.Engine) -> list[str]:
 def _checkouts(engine: sa.Engine) -> list[object]:
     """The checkouts from the store's own pool, from now on."""
     made: list[object] = []
-    sa.event.listen(jobs_pool.autocommit(engine)._pool, "checkout", lambda *_: made.append(1))
+    sa.event.listen(autocommit(engine)._pool, "checkout", lambda *_: made.append(1))
     return made
 
 
@@ -144,7 +144,7 @@ def test_the_stores_statements_keep_their_connection_between_them(
     jobs.settle_many(done=jobs.claim_many(T0, HOLD, 100))
     assert jobs.failed() == []
     assert checkouts == []
-    pool = jobs_pool.autocommit(engine)
+    pool = autocommit(engine)
     held = pool.take()  # another statement's, meanwhile
     other = threading.Thread(target=lambda: jobs.push(_job()))
     other.start()
@@ -160,7 +160,7 @@ def test_the_store_keeps_no_more_connections_than_the_pools_size(
     module, engine = db
     with _made(module, engine, pool_size=2, max_overflow=3) as small:
         jobs = module.Jobs(small)
-        pool = jobs_pool.autocommit(small)
+        pool = autocommit(small)
         held = [pool.take() for _ in range(5)]  # the size, and the overflow
         for lent in held:
             pool.put_back(lent)
@@ -204,7 +204,7 @@ def test_a_forked_process_leaves_its_parents_kept_connections_alone(
     module, engine = db
     jobs = module.Jobs(engine)
     jobs.push(_job(kind="before"))
-    pool = jobs_pool.autocommit(engine)
+    pool = autocommit(engine)
     [(parents, _, _)] = pool._kept
     child = os.fork()
     if child == 0:  # the child: never back into pytest

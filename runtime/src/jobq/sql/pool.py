@@ -1,7 +1,7 @@
-"""The jobs store's second pool: connections in autocommit, kept between its statements.
+"""A store's second pool: connections in autocommit, kept between its statements.
 
-Written by jobs-starter for the Postgres and MySQL stores (``jobs_db.py``);
-``copier update`` brings its new versions.
+The store kit's, for the Postgres and MySQL stores (``jobq.sql.postgres``,
+``jobq.sql.mysql``); an app's ``jobs_db.py`` never sees it.
 
 A push, a settle or a renewal is one statement, which autocommit makes a
 transaction of its own: one round trip, where a transaction takes BEGIN and
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
+
+__all__ = ["Kept", "Lent", "autocommit"]
 
 S = TypeVar("S")
 T = TypeVar("T")

@@ -1,0 +1,378 @@
+"""A MySQL store's plumbing: the engine, its statements on PyMySQL, and its errors.
+
+``make_engine`` sets each connection up as a store expects: READ COMMITTED,
+utf8mb4, a lock wait timeout, timeouts on connecting and on each answer, and
+no ROLLBACK as a connection goes back to the pool after a COMMIT. ``Database``
+runs a store's statements straight on PyMySQL: in a transaction of their own
+on a connection the engine's pool lends, each alone in autocommit on a
+connection of the store's own pool (``jobq.sql.pool``), or in the app's
+transaction once bound; a transaction undone by a deadlock runs once more.
+What MySQL or MariaDB says goes up as jobq's portable errors.
+
+Needs SQLAlchemy and PyMySQL (``jobq[mysql]``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from sqlalchemy import create_engine, event, exc, make_url
+
+from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
+from jobq.sql import rows
+from jobq.sql.engine import check_timeouts
+from jobq.sql.pool import autocommit
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
+    from sqlalchemy.sql.elements import TextClause
+
+__all__ = ["Database", "Statements", "make_engine"]
+
+_T = TypeVar("_T")
+
+# MySQL's error codes, the same on MariaDB.
+_DEADLOCK = 1213  # the server undid the transaction, which may be run again as it was
+_LOCKED = {_DEADLOCK, 1205, 3572}  # and lock wait timeout, NOWAIT
+_DUPLICATE = 1062
+_NO_TABLE = 1146
+_TOO_LONG = {1406, 1366}  # data too long for its column; a string the column's charset can't hold
+# Can't connect, gone away, lost, too many connections, shutting down, killed,
+# access denied, unknown database.
+_UNAVAILABLE = {2002, 2003, 2005, 2006, 2013, 2055, 1040, 1053, 1927, 4031, 1044, 1045, 1049}
+
+# The flag in the status of each answer from the server that says a transaction
+# is open (pymysql.constants.SERVER_STATUS.SERVER_STATUS_IN_TRANS).
+_SERVER_STATUS_IN_TRANS = 1
+
+_log = logging.getLogger("jobq")
+
+
+def make_engine(
+    url: str,
+    *,
+    busy_timeout: float = 5.0,
+    connect_timeout: float = 5.0,
+    read_timeout: float | None = 60.0,
+    **kwargs: Any,
+) -> Engine:
+    """An engine for the app's MySQL or MariaDB database, through PyMySQL.
+
+    Its connections read at READ COMMITTED: a claim then sees what other claims
+    committed as it runs, where the default, REPEATABLE READ, would see what was
+    there as its transaction began, and a claim that finds the queue empty can
+    hold up pushes until it ends. They speak utf8mb4, all of Unicode, and a
+    statement waits up to ``busy_timeout`` seconds (whole, at least 1) for a row
+    lock another transaction holds, then fails, rather than hang.
+
+    A server that takes the connection and never answers (a MySQL URL pointed
+    at another server's port, a server stuck) fails too, rather than hang: a
+    connection waits up to ``connect_timeout`` seconds for the TCP connection
+    and for each of the server's answers while it logs in, and then up to
+    ``read_timeout`` seconds for each answer to a statement (PyMySQL raises
+    "Lost connection to MySQL server during query (timed out)"; None waits for
+    ever, as ``migrate`` does, for a long ALTER). The default, 60 s, is twelve
+    times the longest lock wait, ``busy_timeout``'s 5 s, and far past the
+    store's longest statement (a claim or settle of a batch, a prune, which
+    take milliseconds on the tables' indexes): give more to run statements of
+    your own that take longer. It must be more than ``busy_timeout``.
+
+    A connection goes back to the pool without the ROLLBACK that SQLAlchemy
+    sends by default, unless the server says a transaction is still open on
+    it: after a COMMIT, that ROLLBACK is a round trip that does nothing.
+    The pool must have a connection for each thread that uses the store at
+    once: the queue's workers, and the app's own requests (``pool_size``,
+    ``max_overflow``). The store's statements that are a transaction alone (a
+    push, a settle) go through a second pool of the same size whose
+    connections are in autocommit, one round trip each instead of two, and
+    which the store keeps checked out between its statements: count both
+    pools against the server's ``max_connections``.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "mysql" or parsed.get_driver_name() != "pymysql":
+        raise ConfigError(
+            f"this app's jobs table is written for MySQL or MariaDB through PyMySQL, and "
+            f"DATABASE_URL is a {parsed.drivername} URL: give a mysql+pymysql:// URL"
+        )
+    if "charset" not in parsed.query:
+        parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+    check_timeouts(busy_timeout, connect_timeout, read_timeout)
+    connect_args = dict(kwargs.pop("connect_args", {}))
+    connect_args.setdefault(
+        "init_command", f"SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(busy_timeout))}"
+    )
+    # PyMySQL's connect_timeout bounds the TCP connection alone; its read timeout,
+    # every answer, the login's too. So the login reads under connect_timeout,
+    # and the statements under read_timeout, set as the login is done.
+    connect_args["connect_timeout"] = connect_timeout
+    connect_args["read_timeout"] = connect_args["write_timeout"] = connect_timeout
+    kwargs.setdefault("isolation_level", "READ COMMITTED")
+    kwargs.setdefault("pool_reset_on_return", None)
+    engine = create_engine(parsed, connect_args=connect_args, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _statements_wait(dbapi_connection: Any, _: ConnectionPoolEntry) -> None:
+        # PyMySQL reads these at each read and write; it has no setter for them.
+        dbapi_connection._read_timeout = dbapi_connection._write_timeout = read_timeout
+
+    @event.listens_for(engine, "reset")
+    def _reset(dbapi_connection: Any, _: ConnectionPoolEntry, state: PoolResetState) -> None:
+        # What the pool's default reset does, less its round trip when the
+        # transaction has ended already, as the server's last answer tells.
+        in_transaction = dbapi_connection.server_status & _SERVER_STATUS_IN_TRANS
+        if not state.terminate_only and not state.transaction_was_reset and in_transaction:
+            dbapi_connection.rollback()
+
+    return engine
+
+
+class Statements(rows.Statements, Protocol):
+    """A MySQL store's statements: ``rows``, ``count``, and ``insert`` for the new row's ID.
+
+    ``count_or_none`` and ``insert_or_none`` give None where a unique index
+    turned the row away (duplicate entry, 1062), which leaves the transaction
+    whole; any other error goes up.
+    """
+
+    def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int: ...
+
+    def count_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None: ...
+
+    def insert_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None: ...
+
+
+class Database:
+    """Where a MySQL store's statements run: ``run``, in a transaction or each statement alone.
+
+    ``Database(engine)`` runs each call in a transaction of its own.
+    ``database.bind(connection)`` runs them in that SQLAlchemy connection's open
+    transaction, which the app commits or rolls back.
+    """
+
+    def __init__(self, engine: Engine, connection: Connection | None = None) -> None:
+        self.engine = engine
+        self.connection = connection  # the app's, once bound
+        self._own = autocommit(engine)  # its own pool, for its statements of their own
+        self._checked = connection is not None
+        # What run translates: SQLAlchemy's errors, and PyMySQL's from statements sent to it.
+        self._errors = (engine.dialect.loaded_dbapi.Error, *_ERRORS)
+
+    def bind(self, connection: Connection) -> Database:
+        """The same database, through ``connection``'s transaction."""
+        return Database(self.engine, connection)
+
+    def run(self, work: Callable[[Statements], _T], *, alone: bool = False) -> _T:
+        """Run ``work``: in the bound connection's transaction, or in one of its own.
+
+        ``alone``: each of work's statements is a transaction alone, committed
+        as it ends, on a connection of the store's own pool in autocommit (see
+        jobq.sql.pool): one round trip, where a transaction takes two, the
+        statement and its COMMIT.
+
+        A deadlock undid the whole transaction, so one of our own runs once
+        more before the error goes up; in the app's transaction the error goes
+        up at once, as that transaction is lost.
+        """
+        if self.connection is not None:
+            with _translated():
+                return work(_Through(self.connection))
+        for last in (False, True):
+            try:
+                if alone:
+                    return self._own.run(work, _Driver)
+                with self._transaction() as sql:
+                    return work(sql)
+            except self._errors as error:
+                if last or _code(error) != _DEADLOCK:
+                    raise _translate(error) from error
+                # Said, so that a deadlock that should never happen is seen (tests count them).
+                _log.warning("jobs table: deadlocked with another transaction; running it again")
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Statements]:
+        """PyMySQL's connection, from the engine's pool, in a transaction committed at the end.
+
+        PyMySQL sends no BEGIN: the first statement begins the transaction.
+        """
+        raw = self.engine.raw_connection()
+        try:
+            driver: Any = raw.driver_connection
+            if not self._checked:
+                _check(self.engine.dialect.get_isolation_level(driver))
+                self._checked = True
+            if driver.get_autocommit():
+                # An engine in autocommit: the claim's lock must last until its UPDATE.
+                driver.begin()
+            try:
+                yield _Driver(driver)
+                driver.commit()
+            except BaseException as error:
+                dialect = self.engine.dialect
+                if isinstance(error, dialect.loaded_dbapi.Error) and dialect.is_disconnect(
+                    error, driver, None
+                ):
+                    raw.invalidate(error)  # not back to the pool: the next one connects anew
+                else:
+                    try:
+                        driver.rollback()
+                    except Exception:
+                        raw.invalidate()  # in a state unknown: the next one connects anew
+                raise
+        finally:
+            raw.close()
+
+
+class _Driver:
+    """Statements straight on PyMySQL's connection, the engine's pool lending it.
+
+    A round trip on the loopback takes tens of microseconds, and SQLAlchemy's
+    execution path would add more than that to each: the statements go to PyMySQL
+    as SQLAlchemy compiled them once, with PyMySQL's %(name)s parameters (a tuple
+    parameter is written as a list in parentheses, for IN).
+    """
+
+    def __init__(self, connection: Any) -> None:
+        # One cursor for all its statements: each reads its results whole.
+        self._cursor = connection.cursor()
+
+    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        self._cursor.execute(_driver_sql(statement), params)
+        return list(self._cursor.fetchall())
+
+    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
+        return int(self._cursor.execute(_driver_sql(statement), params))
+
+    def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int:
+        self._cursor.execute(_driver_sql(statement), params)
+        return int(self._cursor.lastrowid)
+
+    def count_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None:
+        return _unless_duplicate(self.count, statement, params)
+
+    def insert_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None:
+        return _unless_duplicate(self.insert, statement, params)
+
+
+class _Through(rows.Through):
+    """Statements through a SQLAlchemy connection, in the transaction the app holds."""
+
+    def __init__(self, connection: Connection) -> None:
+        super().__init__(connection)
+        self._sa = connection
+
+    def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int:
+        return int(self._sa.execute(statement, params).lastrowid)
+
+    def count_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None:
+        return _unless_duplicate(self.count, statement, params)
+
+    def insert_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None:
+        return _unless_duplicate(self.insert, statement, params)
+
+
+def _unless_duplicate(
+    send: Callable[[TextClause, Mapping[str, Any]], int],
+    statement: TextClause,
+    params: Mapping[str, Any],
+) -> int | None:
+    """What ``send`` gives, or None when a unique index turned the row away (1062)."""
+    try:
+        return send(statement, params)
+    except Exception as error:
+        if _code(error) != _DUPLICATE:
+            raise
+        return None
+
+
+@functools.cache
+def _driver_sql(statement: TextClause) -> str:
+    return str(statement.compile(dialect=_DIALECT))
+
+
+def _check(level: str) -> None:
+    """Refuse a connection at REPEATABLE READ, once, as the store first connects."""
+    if level != "READ COMMITTED":
+        raise ConfigError(
+            f"the jobs table needs connections at READ COMMITTED, and this engine's are at "
+            f"{level}, where a claim that finds nothing can hold up pushes: make the engine "
+            f"with jobs_db.make_engine, or pass isolation_level='READ COMMITTED' to create_engine"
+        )
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """MySQL's errors, as SQLAlchemy raised them, as jobq's portable ones (``__cause__``)."""
+    try:
+        yield
+    except _ERRORS as error:
+        raise _translate(error) from error
+
+
+_ERRORS = (exc.DBAPIError, exc.TimeoutError)  # and PyMySQL's own, from statements sent to it
+
+
+def _translate(error: Exception) -> StoreError:
+    """SQLAlchemy's error or PyMySQL's as jobq's portable one."""
+    if isinstance(error, exc.DBAPIError):
+        return _portable(error.orig, error.connection_invalidated)
+    if isinstance(error, exc.TimeoutError):
+        return StoreUnavailable(
+            f"no database connection was free in time ({error}): the pool is smaller "
+            f"than the threads that use it at once; raise pool_size or max_overflow "
+            f"in make_engine, or lower QUEUE_WORKERS"
+        )
+    return _portable(error, False)
+
+
+def _code(error: BaseException | None) -> int:
+    """The MySQL error number of a PyMySQL error, or of the one SQLAlchemy wrapped."""
+    original = error.orig if isinstance(error, exc.DBAPIError) else error
+    args = getattr(original, "args", ())
+    return args[0] if args and isinstance(args[0], int) else 0
+
+
+def _portable(original: BaseException | None, invalidated: bool) -> StoreError:
+    code = _code(original)
+    said = _said(original)
+    if code == _DEADLOCK:
+        return StoreLocked(
+            f"the database undid the transaction, deadlocked with another one ({said}): "
+            f"run the transaction again"
+        )
+    if code in _LOCKED:
+        return StoreLocked(
+            f"another transaction held the jobs it needed past the lock wait timeout "
+            f"({said}). While the app's own transaction holds a job's row, a claim "
+            f"passes over it but a settle of it waits: keep those transactions short"
+        )
+    if invalidated or code in _UNAVAILABLE:
+        return StoreUnavailable(
+            f"the MySQL database cannot be reached ({said}): check that the server "
+            f"runs and that DATABASE_URL names it, with a user that may use it"
+        )
+    if code == _NO_TABLE:
+        return StoreError(f"{said}: run the app's migrations (./myapp migrate)")
+    if code in _TOO_LONG:
+        return StoreError(
+            f"a value does not fit its column ({said}): a job's key must be ASCII, "
+            f"at most 128 characters, and its kind at most 255"
+        )
+    return StoreError(f"the jobs table could not be written or read: {said}")
+
+
+def _said(error: BaseException | None) -> str:
+    """What the server said, on one line, with its error number: PyMySQL's args are both."""
+    args: tuple[Any, ...] = getattr(error, "args", ())
+    message = f"{args[1]} ({args[0]})" if len(args) == 2 else str(error)
+    return " ".join(message.split())
+
+
+# Compiles the statements once into PyMySQL's own SQL, %(name)s parameters (see _Driver).
+_DIALECT = create_engine("mysql+pymysql://", paramstyle="pyformat").dialect  # connects to nothing

@@ -1,0 +1,366 @@
+"""A Postgres store's plumbing: the engine, its statements on psycopg, LISTEN, and its errors.
+
+``make_engine`` sets each connection's timeouts (lock waits, connecting,
+statements). ``Database`` runs a store's statements straight on psycopg, each
+one in autocommit on a connection of the store's own pool (``jobq.sql.pool``)
+with a cursor it keeps, or in the app's transaction once bound; a statement
+undone by a deadlock or a serialization failure runs once more. ``listen``
+wakes a queue on each NOTIFY, from a thread with a connection of its own.
+What Postgres says goes up as jobq's portable errors.
+
+Needs SQLAlchemy and psycopg 3 (``jobq[postgres]``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import select
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, LiteralString, Protocol, TypeVar
+
+import psycopg
+from sqlalchemy import create_engine, exc
+
+from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
+from jobq.sql import rows
+from jobq.sql.engine import check_timeouts
+from jobq.sql.pool import autocommit
+from jobq.sql.rows import Through
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.sql.elements import TextClause
+
+__all__ = ["Database", "Statements", "make_engine", "sqlstate"]
+
+_T = TypeVar("_T")
+
+# SQLSTATEs that mean another transaction was in the way: the database undid
+# this one, which may be run again as it was.
+_CONFLICT = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+_LOCK_TIMEOUT = "55P03"  # lock_not_available: lock_timeout ran out
+# The server is going away or refuses connections for now.
+_UNAVAILABLE_PREFIXES = ("08", "57P")  # connection_exception, operator_intervention
+_UNAVAILABLE = {"53300"}  # too_many_connections
+
+
+def make_engine(
+    url: str,
+    *,
+    busy_timeout: float = 5.0,
+    connect_timeout: float = 5.0,
+    read_timeout: float | None = 60.0,
+    **kwargs: Any,
+) -> Engine:
+    """An engine for the app's Postgres database, through psycopg 3.
+
+    A statement waits up to ``busy_timeout`` seconds for a row lock another
+    transaction holds (``lock_timeout``), then fails, rather than hang.
+    The rest is Postgres's defaults (READ COMMITTED). The pool must have a
+    connection for each thread that uses the store at once: the queue's
+    workers, and the app's own requests (``pool_size``, ``max_overflow``).
+    The store's own statements (a push, a claim, a settle) go through a
+    second pool of the same size whose connections are in autocommit, and
+    which the store keeps checked out between its statements (jobq.sql.pool):
+    count both pools against the server's ``max_connections``.
+
+    A server that takes the connection and never answers (a Postgres URL
+    pointed at another server's port, a server stuck) fails too, rather than
+    hang: a connection waits up to ``connect_timeout`` seconds (whole, at
+    least 2: libpq's rule) to log in, for each address the host has
+    (localhost may have two), where psycopg would wait 130. Then a statement
+    runs for up to ``read_timeout`` seconds (``statement_timeout``, which the
+    server keeps), and the connection is dropped when what it sends stays
+    unacknowledged that long (``tcp_user_timeout``: the server's host is
+    gone); None for neither, as ``migrate`` does, for a long ALTER. The
+    default, 60 s, is twelve times the longest lock wait, ``busy_timeout``'s
+    5 s, and far past the store's longest statement (a claim or settle of a
+    batch, a prune, which take milliseconds on the tables' indexes): give
+    more to run statements of your own that take longer. It must be more than
+    ``busy_timeout``.
+    """
+    check_timeouts(busy_timeout, connect_timeout, read_timeout)
+    connect_args = dict(kwargs.pop("connect_args", {}))
+    # Set as the connection starts, in its startup packet: no round trip.
+    options = f"-c lock_timeout={max(1, round(busy_timeout * 1000))}"
+    if read_timeout is not None:
+        options += f" -c statement_timeout={round(read_timeout * 1000)}"
+        connect_args.setdefault("tcp_user_timeout", round(read_timeout * 1000))
+    connect_args["options"] = f"{connect_args.get('options', '')} {options}".strip()
+    connect_args.setdefault("connect_timeout", max(2, math.ceil(connect_timeout)))
+    engine = create_engine(url, connect_args=connect_args, **kwargs)
+    if engine.dialect.name != "postgresql" or engine.dialect.driver != "psycopg":
+        raise ConfigError(
+            f"this app's jobs table is written for Postgres through psycopg 3, and "
+            f"DATABASE_URL is a {engine.dialect.name}+{engine.dialect.driver} URL: "
+            f"give a postgresql+psycopg:// URL"
+        )
+    return engine
+
+
+class Statements(rows.Statements, Protocol):
+    """A Postgres store's statements: ``rows``, ``count``, and ``transaction()`` around a few."""
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+
+class Database:
+    """Where a Postgres store's statements run: ``run``, ``savepoint`` and ``listen``.
+
+    ``Database(engine)`` runs each call's statements in autocommit, each a
+    transaction of its own, on the store's own pool. ``database.bind(connection)``
+    runs them in that SQLAlchemy connection's open transaction, which the app
+    commits or rolls back.
+    """
+
+    def __init__(self, engine: Engine, connection: Connection | None = None) -> None:
+        self.engine = engine
+        self.connection = connection  # the app's, once bound
+        self._own = autocommit(engine)  # the store's own pool, for its statements of their own
+
+    def bind(self, connection: Connection) -> Database:
+        """The same database, through ``connection``'s transaction."""
+        return Database(self.engine, connection)
+
+    def run(self, work: Callable[[Statements], _T]) -> _T:
+        """Run ``work``: in the bound connection's transaction, or as statements of their own.
+
+        Of their own: on a connection of the store's own pool, in autocommit.
+        Every operation is one statement, which autocommit makes a transaction
+        of its own: no BEGIN before it, no COMMIT after it, each a round trip of
+        its own otherwise; ``sql.transaction()`` puts a few in one.
+
+        A deadlock or serialization failure undid the whole statement, so an
+        operation of our own runs once more before the error goes up; in the
+        app's transaction the error goes up at once, as that transaction is lost.
+        """
+        if self.connection is not None:
+            with _translated():
+                return work(_Bound(self.connection))
+        for last in (False, True):
+            try:
+                return self._own.run(work, _Driver)
+            except _ERRORS as error:
+                if last or sqlstate(error) not in _CONFLICT:
+                    raise _translate(error) from error
+        raise AssertionError("unreachable")
+
+    def savepoint(self) -> AbstractContextManager[Any]:
+        """In the app's transaction, a savepoint, so that a statement the caller runs again
+        after an error does not lose the transaction; on our own, nothing."""
+        if self.connection is None:
+            return nullcontext()
+        with _translated():
+            return self.connection.begin_nested()
+
+    def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` from a thread of the kit's soon after each NOTIFY on ``channel``.
+
+        The thread has a connection of its own, outside the engine's pool, that
+        LISTENs; a burst of notifies read together wakes once. A lost connection
+        is made again, after a wait that grows to 5 s, with one warning per
+        attempt that failed; after each new connection ``wake`` is called once,
+        for the notifies it may have missed. The function returned stops the thread.
+        """
+        listener = _Listener(self.engine.url.set(drivername="postgresql"), channel, wake)
+        listener.start()
+        return listener.stop
+
+
+class _Driver:
+    """Statements straight on psycopg's connection, the store's pool lending it.
+
+    A round trip on the loopback takes tens of microseconds, and SQLAlchemy's
+    execution path would add more than that to each: the statements go to psycopg
+    as SQLAlchemy compiled them once, with psycopg's %(name)s parameters. Made
+    once for each connection, with the one cursor it keeps: a cursor keeps what
+    it learned of the parameters' and columns' types, which a new cursor looks
+    up again (about 15 µs of a push's 200 on the loopback).
+    """
+
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self.connection = connection
+        self._cursor = connection.cursor()
+
+    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return self._cursor.execute(_driver_sql(statement), params).fetchall()
+
+    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
+        return self._cursor.execute(_driver_sql(statement), params).rowcount
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """BEGIN ... COMMIT around the block (ROLLBACK on an error), in autocommit mode."""
+        return self.connection.transaction()
+
+
+class _Bound(Through):
+    """Statements through the app's connection: already in its transaction."""
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        return nullcontext()
+
+
+@functools.cache
+def _driver_sql(statement: TextClause) -> LiteralString:
+    return str(statement.compile(dialect=_DIALECT))
+
+
+class _Listener:
+    """A thread that LISTENs on its own connection and wakes the queue on each NOTIFY.
+
+    It waits on the connection's socket and on a pipe of its own, so that
+    ``stop`` ends it at once rather than at a timeout.
+    """
+
+    _BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)  # seconds between attempts to connect again
+
+    def __init__(self, url: Any, channel: str, wake: Callable[[], None]) -> None:
+        self._conninfo = url.render_as_string(hide_password=False)
+        self._channel = channel
+        self._wake = wake
+        self._stopping = threading.Event()
+        self._read, self._write = os.pipe()
+        self._thread = threading.Thread(target=self._listen, name="jobq-listen", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        os.write(self._write, b"x")
+        self._thread.join(timeout=10)
+        os.close(self._write)
+        os.close(self._read)
+
+    def _listen(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {self._channel}")
+                    if failures:
+                        _log.info("the listener for pushes is connected again")
+                    failures = 0
+                    self._call_wake()  # for what was pushed while there was no connection
+                    self._wait_for_notifies(conn)
+            except psycopg.Error as error:
+                if self._stopping.is_set():
+                    return
+                wait = self._BACKOFF[min(failures, len(self._BACKOFF) - 1)]
+                failures += 1
+                # One warning for an outage, beside the queue's line a poll; the
+                # attempts after it are at DEBUG.
+                _log.log(
+                    logging.WARNING if failures == 1 else logging.DEBUG,
+                    "the listener for pushes lost its database connection (%s); "
+                    "connecting again in %.1f s, and the queue polls meanwhile",
+                    _said(error),
+                    wait,
+                )
+                if self._sleep(wait):
+                    return
+
+    def _wait_for_notifies(self, conn: psycopg.Connection[Any]) -> None:
+        pgconn = conn.pgconn
+        while True:
+            ready, _, _ = select.select([pgconn.socket, self._read], [], [])
+            if self._read in ready:
+                return
+            pgconn.consume_input()  # raises once the server has gone
+            if pgconn.status != psycopg.pq.ConnStatus.OK:
+                raise psycopg.OperationalError("the connection to the server was closed")
+            woken = False
+            while pgconn.notifies() is not None:
+                woken = True  # a burst read together wakes the queue once
+            if woken:
+                self._call_wake()
+
+    def _call_wake(self) -> None:
+        try:
+            self._wake()
+        except Exception:
+            _log.exception("waking the queue after a push failed")
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait ``seconds`` or until stopped; say whether stopped."""
+        ready, _, _ = select.select([self._read], [], [], seconds)
+        return bool(ready)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Postgres's errors as jobq's portable ones, the original kept as ``__cause__``."""
+    try:
+        yield
+    except _ERRORS as error:
+        raise _translate(error) from error
+
+
+_ERRORS = (exc.DBAPIError, psycopg.Error, exc.TimeoutError)  # what _translate reads
+
+
+def _translate(error: Exception) -> StoreError:
+    if isinstance(error, exc.DBAPIError):
+        return _portable(error.orig, error.connection_invalidated)
+    if isinstance(error, psycopg.Error):
+        return _portable(error, False)
+    return StoreUnavailable(
+        f"no database connection was free in time ({error}): the pool is smaller "
+        f"than the threads that use it at once; raise pool_size or max_overflow "
+        f"in make_engine, or lower QUEUE_WORKERS"
+    )
+
+
+def sqlstate(error: BaseException | None) -> str:
+    """The SQLSTATE of a psycopg error, of the one SQLAlchemy wrapped, or ""."""
+    original = error.orig if isinstance(error, exc.DBAPIError) else error
+    return getattr(original, "sqlstate", None) or ""
+
+
+def _portable(original: BaseException | None, invalidated: bool) -> StoreError:
+    state = sqlstate(original)
+    said = _said(original)
+    if state in _CONFLICT:
+        return StoreLocked(
+            f"the database undid the transaction, which conflicted with another one "
+            f"({said}): run the transaction again"
+        )
+    if state == _LOCK_TIMEOUT:
+        return StoreLocked(
+            f"another transaction held the jobs it needed past the lock timeout ({said}). "
+            f"While the app's own transaction holds a job's row, a claim passes over it "
+            f"but a settle of it waits: keep those transactions short"
+        )
+    if (
+        invalidated
+        or state.startswith(_UNAVAILABLE_PREFIXES)
+        or state in _UNAVAILABLE
+        or (isinstance(original, psycopg.OperationalError) and not state)
+    ):
+        return StoreUnavailable(
+            f"the Postgres database cannot be reached ({said}): check that the server "
+            f"runs and that DATABASE_URL names it"
+        )
+    if state == "42P01":  # undefined_table
+        return StoreError(f"{said}: run the app's migrations (./myapp migrate)")
+    return StoreError(f"the jobs table could not be written or read: {said}")
+
+
+def _said(error: BaseException | None) -> str:
+    """What the server said, on one line: its message without the SQL it points into."""
+    diag = getattr(error, "diag", None)
+    message = getattr(diag, "message_primary", None) or str(error)
+    return " ".join(message.split())
+
+
+# Compiles the statements once into psycopg's own SQL (see _Driver).
+_DIALECT = create_engine("postgresql+psycopg://").dialect  # connects to nothing
+
+_log = logging.getLogger("jobq")
