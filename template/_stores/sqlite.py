@@ -210,7 +210,6 @@ _INSERT = """
 # A plain push keeps no unique key, whatever the job's key: only push_unique's
 # and push_latest's jobs are turned away or found by it.
 _PUSH = text(_INSERT.format(unique_key="NULL") + " RETURNING id")
-_PUSH_TEXT = _PUSH.text  # sqlite3 takes its :name parameters as they are
 
 # The unique index turns the insert away, and no row comes back, when a job of
 # the kind and key waits.
