@@ -11,21 +11,31 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
 
 from jobq.errors import ConfigError
 from jobq.job import Job, utc
 from jobq.limiter import Limiter
+from jobq.store import AtOnceStore, HoldBackStore, LatestStore, OneAtATimeStore, Store, UniqueStore
 from jobq.value import Codec
 
 if TYPE_CHECKING:
     from jobq.schedule import Schedule
-    from jobq.store import Store
 
-__all__ = ["Backoff", "Handler", "Kind", "OnFail", "Options", "default_backoff", "seconds"]
+__all__ = [
+    "Backoff",
+    "Handler",
+    "Kind",
+    "KindOptions",
+    "OnFail",
+    "Options",
+    "check_names",
+    "default_backoff",
+    "seconds",
+]
 
 T = TypeVar("T")
 
@@ -54,20 +64,57 @@ def seconds(d: float | timedelta) -> float:
     return d.total_seconds() if isinstance(d, timedelta) else float(d)
 
 
+class KindOptions(TypedDict, Generic[T], total=False):
+    """The keywords of ``Queue.kind`` and ``Queue.handle``, typed for the editor and mypy.
+
+    Each is the ``Options`` field of its name, which spells its default, its
+    checks and the store extra it needs; here are only the types a caller may
+    give (``timeout`` as a timedelta too), and a test holds the two to the same
+    names in the same order.
+    """
+
+    attempts: int
+    backoff: Backoff
+    timeout: float | timedelta
+    on_fail: OnFail[T] | None
+    priority: int
+    unique: bool
+    latest: bool
+    one_at_a_time: bool
+    at_once: int
+    rate: Limiter | None
+
+
+def _needs(extra: type, method: str) -> dict[str, tuple[type, str]]:
+    """An option's field metadata: the store extra it needs, and the method that shows it."""
+    return {"needs": (extra, method)}
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Options:
-    """How a kind's jobs run: each is a keyword of ``Queue.kind``."""
+    """How a kind's jobs run: each is a keyword of ``Queue.kind`` (see ``KindOptions``).
+
+    The one place each option's default, its checks and the store extra it
+    needs are spelled.
+    """
 
     attempts: int = 10  # runs before a job fails for good
     backoff: Backoff = default_backoff
     timeout: float = 60.0  # seconds a run may take before its handler is cancelled
     on_fail: OnFail[Any] | None = None
     priority: int = 0  # of due jobs, the higher is claimed first
-    unique: bool = False  # one waiting job per value: a push while one waits pushes nothing
-    latest: bool = False  # a unique push moves the waiting job to its own time
-    one_at_a_time: bool = False  # no job runs while another of its value does
-    at_once: int = 0  # at most this many of the kind run at once, on every instance: 0 for no limit
-    rate: Limiter | None = None  # asked as each job is claimed; refused jobs wait in the store
+    # One waiting job per value: a push while one waits pushes nothing.
+    unique: bool = field(default=False, metadata=_needs(UniqueStore, "push_unique"))
+    # A unique push moves the waiting job to its own time.
+    latest: bool = field(default=False, metadata=_needs(LatestStore, "push_latest"))
+    # No job runs while another of its value does.
+    one_at_a_time: bool = field(
+        default=False, metadata=_needs(OneAtATimeStore, "keeps_one_at_a_time")
+    )
+    # At most this many of the kind run at once, on every instance: 0 for no limit.
+    at_once: int = field(default=0, metadata=_needs(AtOnceStore, "keeps_at_once"))
+    # Asked as each job is claimed; refused jobs wait in the store.
+    rate: Limiter | None = field(default=None, metadata=_needs(HoldBackStore, "hold_back"))
 
     def __post_init__(self) -> None:
         if not whole(self.attempts) or self.attempts < 1:
@@ -87,6 +134,39 @@ class Options:
             raise ConfigError(
                 f"rate must be a jobq.Limiter (a `take(name) -> float` method), not {self.rate!r}"
             )
+
+    @classmethod
+    def of(cls, given: KindOptions[Any]) -> Options:
+        """The Options of ``Queue.kind``'s keywords: those left out at their defaults, and a
+        timeout given as a timedelta in seconds. Raises ConfigError at a value no option takes.
+        """
+        values: dict[str, Any] = dict(given)
+        if "timeout" in values:
+            values["timeout"] = seconds(values["timeout"])
+        return cls(**values)
+
+    def check_store(self, kind: str, store: Store, which: str) -> None:
+        """Raise ConfigError when ``store`` lacks an extra that an option set here needs."""
+        for option, extra, method in _NEEDS:
+            if getattr(self, option) and not isinstance(store, extra):
+                raise ConfigError(
+                    f"kind {kind!r}: {option} needs a store that is a jobq.{extra.__name__} "
+                    f"(with {method}), and {which}, {type(store).__name__}, is not"
+                )
+
+
+# What each option needs of a store, in Options' order: the extra, and the method that shows it.
+_NEEDS: tuple[tuple[str, type, str], ...] = tuple(
+    (f.name, *f.metadata["needs"]) for f in fields(Options) if "needs" in f.metadata
+)
+_NAMES = frozenset(f.name for f in fields(Options))
+
+
+def check_names(given: Mapping[str, object], caller: str) -> None:
+    """Raise TypeError, as Python's own check of a signature would, at a keyword no option has."""
+    for name in given:
+        if name not in _NAMES:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}")
 
 
 def whole(n: object) -> bool:

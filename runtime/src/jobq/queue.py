@@ -12,30 +12,16 @@ import inspect
 import math
 import typing
 from collections.abc import Callable, Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from jobq.calls import StoreCalls
 from jobq.carry import Carrier, carried
 from jobq.errors import ConfigError
-from jobq.kind import (
-    Backoff,
-    Handler,
-    Kind,
-    OnFail,
-    Options,
-    default_backoff,
-    seconds,
-    whole,
-)
-from jobq.limiter import Limiter
+from jobq.kind import Handler, Kind, KindOptions, Options, check_names, whole
 from jobq.runner import Runner, running_loop
 from jobq.store import (
-    AtOnceStore,
     CarryStore,
-    HoldBackStore,
     LatestStore,
-    OneAtATimeStore,
     ScheduleStore,
     Store,
     UniqueStore,
@@ -101,19 +87,7 @@ class Queue:
     # Registration
 
     def kind(
-        self,
-        name: str,
-        *,
-        attempts: int = 10,
-        backoff: Backoff = default_backoff,
-        timeout: float | timedelta = 60.0,
-        on_fail: OnFail[Any] | None = None,
-        priority: int = 0,
-        unique: bool = False,
-        latest: bool = False,
-        one_at_a_time: bool = False,
-        at_once: int = 0,
-        rate: Limiter | None = None,
+        self, name: str, **options: Unpack[KindOptions[Any]]
     ) -> Callable[[Handler[T]], Kind[T]]:
         """Register the decorated function as the handler of the kind ``name``.
 
@@ -126,47 +100,21 @@ class Queue:
 
         The options are ``Options``'s; docs/jobs.md tells each one's promises.
         """
+        check_names(options, "Queue.kind")
 
         def register(handler: Handler[T]) -> Kind[T]:
-            return self.handle(
-                name,
-                handler,
-                attempts=attempts,
-                backoff=backoff,
-                timeout=timeout,
-                on_fail=on_fail,
-                priority=priority,
-                unique=unique,
-                latest=latest,
-                one_at_a_time=one_at_a_time,
-                at_once=at_once,
-                rate=rate,
-            )
+            return self.handle(name, handler, **options)
 
         return register
 
-    def handle(
-        self,
-        name: str,
-        handler: Handler[T],
-        *,
-        attempts: int = 10,
-        backoff: Backoff = default_backoff,
-        timeout: float | timedelta = 60.0,
-        on_fail: OnFail[T] | None = None,
-        priority: int = 0,
-        unique: bool = False,
-        latest: bool = False,
-        one_at_a_time: bool = False,
-        at_once: int = 0,
-        rate: Limiter | None = None,
-    ) -> Kind[T]:
+    def handle(self, name: str, handler: Handler[T], **options: Unpack[KindOptions[T]]) -> Kind[T]:
         """Register ``handler`` for the kind ``name`` and return the Kind to push with.
 
         Raises ConfigError when the name has a handler already, once the queue
         runs, when ``on_fail`` takes another type than the handler, and when
         the store lacks the extra an option needs.
         """
+        check_names(options, "Queue.handle")
         if self._started:
             raise ConfigError(f"kind {name!r}: register kinds before the queue runs")
         if not name or name != name.strip():
@@ -174,22 +122,11 @@ class Queue:
         if name in self._kinds:
             raise ConfigError(f"kind {name!r} has a handler already")
         codec: Codec[T] = Codec(name, value_type(name, handler))
-        options = Options(
-            attempts=attempts,
-            backoff=backoff,
-            timeout=seconds(timeout),
-            on_fail=on_fail,
-            priority=priority,
-            unique=unique,
-            latest=latest,
-            one_at_a_time=one_at_a_time,
-            at_once=at_once,
-            rate=rate,
-        )
-        if on_fail is not None:
-            _check_on_fail(name, on_fail, codec.type)
-        _check_extras(name, options, self.store, "the queue's store")
-        kind = Kind(self, name, handler, codec, options)
+        kind_options = Options.of(options)
+        if kind_options.on_fail is not None:
+            _check_on_fail(name, kind_options.on_fail, codec.type)
+        kind_options.check_store(name, self.store, "the queue's store")
+        kind = Kind(self, name, handler, codec, kind_options)
         self._kinds[name] = kind
         return kind
 
@@ -242,7 +179,7 @@ class Queue:
                 f"kind {kind.name!r}: store={store!r} is not a jobq.Store; give the app's "
                 f"store bound to its transaction, such as jobs.bind(connection)"
             )
-        _check_extras(kind.name, kind.options, store, "the store it is pushed through")
+        kind.options.check_store(kind.name, store, "the store it is pushed through")
         return store
 
     def _pushed(self, job: Job) -> None:
@@ -313,16 +250,6 @@ def _push_to(store: Store, options: Options, job: Job) -> bool:
     return True
 
 
-# What each option needs of a store: the extra, and the method that shows it.
-_NEEDS: tuple[tuple[str, type, str], ...] = (
-    ("unique", UniqueStore, "push_unique"),
-    ("latest", LatestStore, "push_latest"),
-    ("one_at_a_time", OneAtATimeStore, "keeps_one_at_a_time"),
-    ("at_once", AtOnceStore, "keeps_at_once"),
-    ("rate", HoldBackStore, "hold_back"),
-)
-
-
 @functools.cache
 def _has(store: type, extra: type) -> bool:
     """Whether a store's class has an extra: asked at each push, so asked once a class."""
@@ -331,15 +258,6 @@ def _has(store: type, extra: type) -> bool:
 
 def _methods(extra: type) -> list[str]:
     return [n for n in dir(extra) if not n.startswith("_") and callable(getattr(extra, n))]
-
-
-def _check_extras(kind: str, options: Options, store: Store, which: str) -> None:
-    for option, extra, method in _NEEDS:
-        if getattr(options, option) and not isinstance(store, extra):
-            raise ConfigError(
-                f"kind {kind!r}: {option} needs a store that is a jobq.{extra.__name__} "
-                f"(with {method}), and {which}, {type(store).__name__}, is not"
-            )
 
 
 def _check_on_fail(kind: str, on_fail: Callable[..., object], value: Any) -> None:
