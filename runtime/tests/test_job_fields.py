@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobq
+from jobq.current import copy_job
 from jobq.kind import KindOptions, Options, key_of
-from jobq.runner import _copy
 from jobq.sql import rows
 from jobq.testing import MemoryStore
 
-# The order Kind._job, jobq.sql.rows.job and the runner's copy of a job give Job's fields in.
+# The order Kind._job, jobq.sql.rows.job and jobq.current.copy_job give Job's fields in.
 BUILT_IN_ORDER = (
     "kind",
     "payload",
@@ -110,7 +110,7 @@ def test_the_copy_current_job_gives_keeps_each_field() -> None:
         claimed_by="me",
         unreadable="bad",
     )
-    copy = _copy(job)
+    copy = copy_job(job)
     assert copy is not job
     _same_fields(copy, job)
 

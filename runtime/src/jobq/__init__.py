@@ -6,6 +6,7 @@ The public API is what this module lists in ``__all__``; everything else is priv
 from __future__ import annotations
 
 from jobq.carry import Carrier
+from jobq.current import current_job
 from jobq.errors import (
     BadSchedule,
     CarryTooLarge,
@@ -21,7 +22,6 @@ from jobq.job import Claimant, Job, Outcome, Ran
 from jobq.kind import Kind, default_backoff
 from jobq.limiter import Limiter
 from jobq.queue import Queue
-from jobq.runner import current_job
 from jobq.schedule import Cron, Every, Schedule
 from jobq.stats import KindStats
 from jobq.store import (

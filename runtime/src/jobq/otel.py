@@ -27,7 +27,7 @@ from typing import Any, TypeVar, cast
 from opentelemetry import context, propagate, trace
 from opentelemetry.propagators.textmap import TextMapPropagator
 
-from jobq.runner import current_job
+from jobq.current import current_job
 
 __all__ = ["TraceCarrier", "traced"]
 

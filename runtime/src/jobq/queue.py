@@ -1,7 +1,7 @@
 """The queue: the kinds and schedules an app registers as it starts, and the pushes of their jobs.
 
-Running them is a runner's work (``jobq.runner``): each ``run()`` and each
-drain makes one, which owns that run's state and goes with it.
+Running them is a loop's work (``jobq.loop``): each ``run()`` and each
+drain makes one, with the ``Run`` that holds that run's state and goes with it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from jobq.calls import StoreCalls
 from jobq.carry import Carrier, carried
 from jobq.errors import ConfigError
 from jobq.kind import Handler, Kind, KindOptions, Options, check_names, whole
-from jobq.runner import Runner, running_loop
+from jobq.loop import Loop, drain
 from jobq.store import (
     CarryStore,
     LatestStore,
@@ -27,6 +27,7 @@ from jobq.store import (
     UniqueStore,
 )
 from jobq.value import Codec, value_type
+from jobq.wakeup import running_loop
 
 if TYPE_CHECKING:
     from jobq.job import Job, Ran
@@ -81,7 +82,7 @@ class Queue:
         self._kinds: dict[str, Kind[Any]] = {}
         self._schedules: dict[str, tuple[Schedule, Job]] = {}  # by kind: when, and the run's job
         self._started = False  # no kind or schedule is added once the queue has run
-        self._runner: Runner | None = None  # the run under way, if any
+        self._running: Loop | None = None  # the run under way, if any
         self._calls = StoreCalls(store)  # for pushes from async code: each in a thread
 
     # Registration
@@ -183,18 +184,18 @@ class Queue:
         return store
 
     def _pushed(self, job: Job) -> None:
-        runner = self._runner
-        if runner is not None:
-            runner.pushed(job.run_at)
+        running = self._running
+        if running is not None:
+            running.wakeup.pushed(job.run_at)
 
     def wake(self) -> None:
         """Have the queue look for due jobs now: after a push through a transaction commits.
 
         Safe to call from any thread, and when the queue isn't running (it does nothing).
         """
-        runner = self._runner
-        if runner is not None:
-            runner.wake()
+        running = self._running
+        if running is not None:
+            running.wakeup.wake()
 
     # Running
 
@@ -207,20 +208,20 @@ class Queue:
         logged and ends ``run()`` with its error, after that same graceful stop;
         a store that fails is logged and tried again after a poll.
         """
-        if self._runner is not None:
+        if self._running is not None:
             raise ConfigError("the queue runs already")
         self._started = True
-        self._runner = runner = Runner(self, self._kinds, self._schedules)
+        self._running = running = Loop(self, self._kinds, self._schedules)
         try:
-            await runner.run()
+            await running.run()
         finally:
-            self._runner = None
+            self._running = None
 
     def stop(self) -> None:
         """Have ``run()`` stop gracefully and return. Safe to call from any thread."""
-        runner = self._runner
-        if runner is not None:
-            runner.stop()
+        running = self._running
+        if running is not None:
+            running.stop()
 
     async def adrain(self) -> int:
         """Run the jobs that are due, one at a time, until none is; return how many ran.
@@ -228,7 +229,7 @@ class Queue:
         For tests, and for programs that run what's due and exit. Unlike
         ``run()``, it leaves the queue open to more kinds.
         """
-        return await Runner(self, self._kinds, self._schedules, workers=1).drain()
+        return await drain(self, self._kinds)
 
     def drain(self) -> int:
         """``adrain()`` from synchronous code (not from inside a running event loop)."""

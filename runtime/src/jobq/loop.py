@@ -1,0 +1,206 @@
+"""The claim loop of a run: claims for the free workers, starts each job's attempt, and
+waits for work between polls; a drain's loop too, one job at a time.
+
+``Queue.run()`` makes a ``Loop`` and each drain calls ``drain``: each makes
+the ``Run`` that holds its state, which goes with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from jobq.attempt import Attempts
+from jobq.errors import StoreError
+from jobq.job import Job
+from jobq.kind import Kind
+from jobq.log import say
+from jobq.run import Run, Settings
+from jobq.sidetasks import SideTasks
+from jobq.wakeup import running_loop
+
+if TYPE_CHECKING:
+    from jobq.schedule import Schedule
+
+__all__ = ["Loop", "drain"]
+
+
+class _Slots:
+    """The workers. A job takes a slot as it is claimed and gives it back as its handler returns.
+
+    (A plain function that ran past its timeout keeps its slot until its thread
+    returns: the thread cannot be stopped, and it still takes a worker.)
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.free = workers
+        self._given = asyncio.Event()
+
+    def take(self) -> Callable[[], None]:
+        """Take a slot; return the function that gives it back (once, however often called)."""
+        self.free -= 1
+        given = False
+
+        def give() -> None:
+            nonlocal given
+            if not given:
+                given = True
+                self.free += 1
+                self._given.set()
+
+        return give
+
+    async def wait(self) -> None:
+        """Return once a slot is free."""
+        while self.free == 0:
+            self._given.clear()
+            await self._given.wait()
+
+
+class Loop:
+    """One ``Queue.run()``, made in its task as it starts; ``run`` runs it until stopped.
+
+    ``wakeup`` and ``stop`` are safe to call from any thread.
+    """
+
+    def __init__(
+        self,
+        queue: Settings,
+        kinds: dict[str, Kind[Any]],
+        schedules: dict[str, tuple[Schedule, Job]],
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # Queue.run()'s own
+        self._task = task
+        workers = queue.workers
+        # Claims, settles, renewals, pushes of schedules and the listener's start.
+        self._store_threads = ThreadPoolExecutor(workers + 4, thread_name_prefix="jobq-store")
+        self._run = Run(
+            queue, kinds, workers=workers, handlers="jobq-job", store_threads=self._store_threads
+        )
+        self.wakeup = self._run.wakeup
+        self._schedules = schedules
+        self._side = SideTasks(self._run, task)
+        self._attempts = Attempts(self._run)
+        self._stop_asked = False
+
+    def stop(self) -> None:
+        """Have ``run`` stop gracefully and return (``Queue.stop``)."""
+        self._stop_asked = True
+        loop = self._run.loop
+        if running_loop() is loop:
+            self._task.cancel()
+        else:
+            loop.call_soon_threadsafe(self._task.cancel)
+
+    async def run(self) -> None:
+        run, side = self._run, self._side
+        slots = _Slots(run.workers)
+        loop, held, running = run.loop, run.held, run.running
+        hold, work = run.hold, self._attempts.work
+        side_tasks = side.schedules(self._schedules)
+        held.start()
+        stop_listening = await side.listen()
+        say(logging.INFO, "the queue runs", workers=run.workers, kinds=len(run.kinds))
+        try:
+            while True:
+                await slots.wait()
+                claimed, jobs = await self._claim_or_wait(slots.free)
+                for job in jobs:
+                    give = slots.take()
+                    held.add(job, claimed + hold, run.renew_for(job))
+                    # The task leaves ``running`` as it ends (see Attempts.work): no callback a job.
+                    running.add(
+                        loop.create_task(work(job, give, claimed), name=f"jobq job {job.id}")
+                    )
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if (self._stop_asked or side.failure is not None) and me is not None:
+                me.uncancel()  # our own stop: return (or raise the failure) below
+            else:
+                raise
+        finally:
+            for t in side_tasks:
+                t.cancel()
+            await self._stop()
+            held.stop()
+            await asyncio.gather(*side_tasks, return_exceptions=True)
+            if stop_listening is not None:
+                stop_listening()
+            run.handler_threads.shutdown()
+            self._store_threads.shutdown(wait=False)
+            say(logging.INFO, "the queue stopped")
+        if side.failure is not None:
+            raise side.failure
+
+    async def _claim_or_wait(self, most: int) -> tuple[datetime, list[Job]]:
+        """Claim a job for each free worker, in one go; with none due, wait for one.
+
+        Returns the claim's time with its jobs.
+        """
+        run, wakeup = self._run, self.wakeup
+        wakeup.clear()  # a push from now on wakes the wait below
+        now = datetime.now(UTC)
+        claim = run.calls.claim_held(run.hold, most, run.claimant)
+        try:
+            now, jobs = await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            await self._attempts.putback.claimed(claim)
+            raise
+        except Exception as e:
+            # One line a poll: a database that is down says so without a traceback each time.
+            level, trace = (
+                (logging.WARNING, None) if isinstance(e, StoreError) else (logging.ERROR, e)
+            )
+            say(
+                level,
+                "the store failed to claim a job; trying again after a poll",
+                trace=trace,
+                err=e,
+            )
+            await wakeup.wait(run.queue.poll)
+            return now, []
+        if not jobs:
+            await wakeup.wait(wakeup.until_next_due(now, run.queue.poll))
+        return now, jobs
+
+    async def _stop(self) -> None:
+        running = set(self._run.running)
+        if running:
+            grace = self._run.queue.grace
+            say(logging.INFO, "the queue is stopping", running=len(running), grace=grace)
+            _, late = await asyncio.wait(running, timeout=grace)
+            if late:
+                self._run.deadlines.cut_all()  # an async handler's job goes back, due at once
+                await asyncio.wait(late)
+        await self._attempts.outcomes.kept_all()
+
+
+async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
+    """Run the due jobs one at a time in the caller's task; return how many ran."""
+    run = Run(queue, kinds, workers=1, handlers="jobq-drain")
+    attempts = Attempts(run)
+    ran = 0
+    run.held.start()  # a drain renews the jobs it runs, as a run does
+    try:
+        while True:
+            now, jobs = await run.calls.claim_held(run.hold, 1, run.claimant)
+            if not jobs:
+                return ran
+            job = jobs[0]
+            run.held.add(job, now + run.hold, run.renew_for(job))
+            # A task of its own: the job runs in a copy of the caller's context.
+            task = asyncio.create_task(attempts.work(job, _nothing, now), name=f"jobq job {job.id}")
+            ran += await task
+            await attempts.outcomes.kept_all()
+    finally:
+        run.held.stop()
+        run.handler_threads.shutdown()
+
+
+def _nothing() -> None:
+    pass

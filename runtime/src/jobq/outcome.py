@@ -1,0 +1,235 @@
+"""What an attempt at a job came to, and its keeping: the store's settle, then the log,
+``on_fail`` and ``observe``.
+
+``Attempt`` is the one small record of an attempt's outcome; ``Outcomes``
+has the store keep it without the job's task waiting, and tells of it as the
+store's hop ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import logging
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from jobq.calls import Settle
+from jobq.current import copy_job, current
+from jobq.errors import Permanent, ValueDoesNotFit
+from jobq.job import Job, Outcome, Ran, new_ran
+from jobq.kind import Kind, seconds
+from jobq.log import log, say, say_job
+from jobq.run import Run
+
+__all__ = ["Attempt", "Outcomes", "ran"]
+
+_NO_TIME = timedelta(0)
+
+
+@dataclass(slots=True)
+class Attempt:
+    """What one attempt at a job came to: what the runner settles, logs and observes.
+
+    Times are kept as they were read; ``ran`` makes the durations, only for a
+    run that is observed.
+    """
+
+    job: Job
+    kind: Kind[Any]
+    claimed: datetime  # when its claim was made
+    due: datetime  # the job's run_at as it was claimed (a retry moves it)
+    value: Any = None
+    error: BaseException | None = None  # None: it ran to its end
+    started: float = 0.0  # the loop's clock as the handler started, and as it ended
+    ended: float = 0.0
+
+
+class Outcomes:
+    """The keeping of a run's attempts' outcomes, and the on_fail calls they start."""
+
+    def __init__(self, run: Run) -> None:
+        self._queue = run.queue
+        self._held = run.held
+        self._calls = run.calls
+        self._wake = run.wakeup.wake
+        self._pushed = run.wakeup.pushed
+        self._handler_threads = run.handler_threads
+        self._on_fails: set[asyncio.Task[None]] = set()  # on_fail, started as a job failed
+
+    def finish(self, attempt: Attempt) -> None:
+        """Have the store keep an attempt's outcome; then log it, tell on_fail and observe.
+
+        The job's task does not wait: the rest runs as the store's hop ends
+        (``_kept``), in the job's context. A stop and a drain wait for it.
+        """
+        job, kind, error = attempt.job, attempt.kind, attempt.error
+        # No longer renewed from here: a renewal that meets the settled job must not
+        # take it for one another claim has.
+        self._held.pop(job.id)
+        how: Settle
+        if error is None:
+            if self._queue.observe is None and not (job.at_once or job.one_at_a_time):
+                self._calls.settle_then("done", job, _nothing_kept)  # nothing to do once kept
+                return
+            how, outcome = "done", Outcome.DONE
+        else:
+            # What on_fail and the logs see as current_job(): the job as it ran.
+            current.set(copy_job(job))
+            now = datetime.now(UTC)
+            again, why = None, ""
+            if not isinstance(error, Permanent | ValueDoesNotFit) and (
+                job.attempts < kind.options.attempts
+            ):
+                again, why = _next_run(kind, job.attempts, now)
+            if again is None:
+                how, outcome = "fail", Outcome.FAILED
+                job.error, job.failed_at = _describe(error) + why, now
+            else:
+                how, outcome = "retry", Outcome.RETRIED
+                job.error, job.run_at = _describe(error), again
+        context = contextvars.copy_context()
+        self._calls.settle_then(
+            how, job, lambda failed: context.run(self._kept, attempt, outcome, failed)
+        )
+
+    def _kept(self, attempt: Attempt, outcome: Outcome, failed: BaseException | None) -> None:
+        """The store kept (or ``failed`` to keep) an attempt's outcome: say so, and observe."""
+        if failed is not None:
+            # Logged as it failed (a stale settle at DEBUG, by StoreCalls): the hold runs out
+            # and the job runs again, or a later claim has it; that run is observed.
+            return
+        job, error = attempt.job, attempt.error
+        if job.at_once or job.one_at_a_time:
+            self._wake()  # the next of its kind or key may run now, not a poll later
+        if outcome is Outcome.DONE:
+            if self._queue.observe is not None:
+                self.observe(ran(attempt, outcome))
+            return
+        told = ran(attempt, outcome)
+        if outcome is Outcome.RETRIED:
+            self._pushed(job.run_at)
+            _log_failure(
+                logging.WARNING, "a job failed, and will run again", job, error, job.run_at
+            )
+        elif outcome is Outcome.FAILED:
+            _log_failure(logging.ERROR, "a job failed for good", job, error, None)
+            if attempt.kind.options.on_fail is not None:
+                # A task of its own, in this (the job's) context; observed once it ends.
+                task = asyncio.get_running_loop().create_task(self._on_fail(attempt, told))
+                self._on_fails.add(task)
+                task.add_done_callback(self._on_fails.discard)
+                return
+        self.observe(told)
+
+    async def kept_all(self) -> None:
+        """Wait until the outcomes of the jobs that ended are kept, and their on_fail ran."""
+        await self._calls.flushed()
+        while self._on_fails:
+            await asyncio.wait(set(self._on_fails))
+
+    async def _on_fail(self, attempt: Attempt, told: Ran) -> None:
+        try:
+            await self._call_on_fail(attempt)
+        finally:
+            self.observe(told)
+
+    async def _call_on_fail(self, attempt: Attempt) -> None:
+        job, kind, error = attempt.job, attempt.kind, attempt.error
+        on_fail = kind.options.on_fail
+        assert on_fail is not None  # _kept starts this only for a kind that has one
+        if isinstance(error, ValueDoesNotFit):
+            say_job(
+                job,
+                logging.WARNING,
+                "on_fail is not run: the job's value did not fit its type",
+            )
+            return
+        assert error is not None
+        timeout = kind.options.timeout
+        try:
+            if inspect.iscoroutinefunction(on_fail):
+                async with asyncio.timeout(timeout):
+                    await on_fail(attempt.value, error)
+            else:
+                context = contextvars.copy_context()
+                thread = self._handler_threads.call(context, on_fail, attempt.value, error)
+                await asyncio.wait_for(thread, timeout)
+        except Exception as e:
+            say_job(
+                job,
+                logging.ERROR,
+                "on_fail failed",
+                trace=e,
+                err=e,
+            )
+
+    def observe(self, told: Ran) -> None:
+        observe = self._queue.observe
+        if observe is None:
+            return
+        try:
+            observe(told)
+        except Exception as e:
+            say(logging.ERROR, "observe failed", trace=e, kind=told.kind, err=e)
+
+
+def ran(attempt: Attempt, outcome: Outcome) -> Ran:
+    """How an attempt went, as ``observe`` is told it."""
+    job = attempt.job
+    return new_ran(
+        job.kind,
+        job.id,
+        job.attempts,
+        outcome,
+        attempt.error,
+        timedelta(seconds=max(attempt.ended - attempt.started, 0.0)),
+        max(attempt.claimed - attempt.due, _NO_TIME),
+    )
+
+
+def _nothing_kept(failed: BaseException | None) -> None:
+    """A done job's settle that nobody observes: a failure was logged as it happened."""
+
+
+def _next_run(kind: Kind[Any], attempt: int, now: datetime) -> tuple[datetime | None, str]:
+    """When a failed attempt runs again, by the kind's backoff; None, and why, if it cannot say.
+
+    A backoff that raises, or gives NaN, infinity or a wait past what a datetime
+    holds, fails the job for good, with that in its error: never left unsettled.
+    """
+    try:
+        wait = seconds(kind.options.backoff(attempt))
+        if math.isnan(wait) or math.isinf(wait):
+            raise ValueError(f"it gave {wait} seconds")
+        return now + timedelta(seconds=wait), ""
+    except Exception as e:  # the app's function: any bug of its own
+        return None, f" (kept as failed: the kind's backoff failed for attempt {attempt}: {e})"
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    if isinstance(error, Permanent) and error.__cause__ is not None:
+        text = f"{text}: {error.__cause__}"
+    if isinstance(error, SystemExit | KeyboardInterrupt):  # sys.exit(0) says only "0"
+        return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return text or type(error).__name__
+
+
+def _log_failure(
+    level: int, message: str, job: Job, error: BaseException | None, at: datetime | None
+) -> None:
+    # A retry is one line, its error's type and text: a flaky service retried all day
+    # is not a page of traceback an attempt. The last attempt, or a logger at DEBUG,
+    # shows the traceback (which names the type); the record always has the error.
+    values: dict[str, object] = {"attempt": job.attempts}
+    if at is not None:
+        values["at"] = at.isoformat(timespec="milliseconds")
+    shown = at is None or log.isEnabledFor(logging.DEBUG)
+    if error is not None and not shown:
+        values["type"] = type(error).__qualname__
+    values["err"] = _describe(error) if error is not None else ""
+    say_job(job, level, message, trace=error if shown else None, error=error, **values)

@@ -1,0 +1,109 @@
+"""One run of a queue (a ``Queue.run()`` or a drain): its settings and its state.
+
+A ``Run`` is made as the run starts, in its event loop, and dropped as it
+ends: the loop's wake-up, the store's calls, the thread pools, the jobs held,
+the handlers' deadlines. Nothing in it waits to be set; the loop, each
+attempt and the side tasks share it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from jobq.calls import StoreCalls
+from jobq.deadline import Deadlines
+from jobq.holds import Holds
+from jobq.job import Claimant, Job, Ran
+from jobq.store import RenewStore, Store
+from jobq.threads import HandlerThreads
+from jobq.wakeup import Wakeup
+
+if TYPE_CHECKING:
+    from jobq.carry import Carrier
+    from jobq.kind import Kind
+
+__all__ = ["Run", "Settings"]
+
+# Without renewals, a claim holds its job this much longer than the longest
+# timeout of any kind, so it is claimed again only once its worker is surely gone.
+_HOLD_MARGIN = timedelta(minutes=1)
+
+
+class Settings(Protocol):
+    """What a run reads of its queue's settings (a ``Queue`` is one); read as the run goes."""
+
+    store: Store
+    workers: int
+    poll: float  # seconds
+    grace: float  # seconds
+    hold: float  # seconds
+    observe: Callable[[Ran], None] | None
+    carry: tuple[Carrier, ...]
+
+
+class Run:
+    """The state of one run of a queue, made as it starts on the running event loop.
+
+    ``handlers`` names the threads of plain-function handlers; ``store_threads``
+    runs the store's calls (None: the loop's own executor).
+    """
+
+    def __init__(
+        self,
+        queue: Settings,
+        kinds: dict[str, Kind[Any]],
+        *,
+        workers: int,
+        handlers: str,
+        store_threads: ThreadPoolExecutor | None = None,
+    ) -> None:
+        self.queue = queue
+        self.store = queue.store
+        self.kinds = kinds
+        self.workers = workers
+        renewing = isinstance(self.store, RenewStore)
+        if renewing:
+            self.hold = timedelta(seconds=queue.hold)
+        else:
+            longest = max((k.options.timeout for k in kinds.values()), default=0.0)
+            self.hold = timedelta(seconds=longest) + _HOLD_MARGIN
+        # A job starts only while its claim holds it for this much longer at least: with
+        # renewals, past the next renewal's beat (a third of a hold); without, within
+        # the margin its hold has past the kinds' timeouts.
+        self.start_margin = self.hold / 2 if renewing else _HOLD_MARGIN / 2
+        # Who claims, made once a run: this process, and the kinds it has handlers for.
+        self.claimant = Claimant(instance=_instance(), kinds=frozenset(kinds))
+        self.loop = asyncio.get_running_loop()
+        self.wakeup = Wakeup(self.loop)
+        self.calls = StoreCalls(self.store, store_threads)
+        self.handler_threads = HandlerThreads(workers, handlers)
+        # Claimed and not yet settled: renewed while they run, by a thread of its own.
+        self.held = Holds(self.store, self.hold)
+        # The timeouts of the handlers running now: a stop past the grace cuts them short,
+        # so only a handler is ever interrupted, never the keeping of its outcome.
+        self.deadlines = Deadlines(self.loop)
+        self.running: set[asyncio.Task[bool]] = set()  # each job's task, until it ends
+
+    def renew_for(self, job: Job) -> float:
+        """How long a claimed job's hold is renewed: its kind's timeout, then the stop's grace.
+
+        A worker that hangs past them (a blocked loop, a handler deaf to its
+        cancel) lets its job go, to run again elsewhere, rather than hold it for
+        ever; a plain function's thread that runs on is the exception
+        (``Attempts._outlive``).
+        """
+        kind = self.kinds.get(job.kind)
+        return (kind.options.timeout if kind is not None else 0.0) + self.queue.grace
+
+
+def _instance() -> str:
+    """This process's name as a claimant: its host, its ID, and a short random part (a
+    process ID is reused, in a container always 1)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"

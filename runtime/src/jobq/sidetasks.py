@@ -1,0 +1,100 @@
+"""A run's side tasks: each schedule's pushes, and the listener for pushes elsewhere.
+
+(The holds' renewals are a thread of their own: ``jobq.holds``.) Each side
+task is named and watched: its failure is logged at ERROR, with the schedule
+it served, and ends the run with its error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from jobq.errors import StoreError
+from jobq.job import Job
+from jobq.log import say
+from jobq.run import Run
+from jobq.store import NotifyStore
+
+if TYPE_CHECKING:
+    from jobq.schedule import Schedule
+
+__all__ = ["SideTasks"]
+
+
+class SideTasks:
+    """The side tasks of the run whose task is ``task``, which a side task's failure cancels."""
+
+    def __init__(self, run: Run, task: asyncio.Task[Any]) -> None:
+        self._run = run
+        self._task = task
+        self.failure: BaseException | None = None  # a side task's bug: it ends the run
+
+    def schedules(self, schedules: dict[str, tuple[Schedule, Job]]) -> list[asyncio.Task[None]]:
+        """Start pushing the runs of each schedule; the tasks, to cancel as the run ends."""
+        return [
+            self._watch(self._push_schedule(name, *sched), f"the schedule of kind {name!r}")
+            for name, sched in schedules.items()
+        ]
+
+    async def listen(self) -> Callable[[], None] | None:
+        """With a NotifyStore, a push on any instance wakes this one at once.
+
+        Returns the function that stops listening, if it listens.
+        """
+        store = self._run.store
+        if not isinstance(store, NotifyStore):
+            return None
+        try:
+            return await self._run.calls.call(store.listen, self._run.wakeup.wake)
+        except Exception as e:
+            say(logging.WARNING, "the store cannot listen for pushes; polling instead", err=e)
+            return None
+
+    def _watch(self, work: Coroutine[Any, Any, None], what: str) -> asyncio.Task[None]:
+        """Start a side task; its failure is logged and ends the run with its error."""
+        task = asyncio.create_task(work, name=f"jobq: {what}")
+
+        def ended(t: asyncio.Task[None]) -> None:
+            if t.cancelled() or t.exception() is None:
+                return
+            error = t.exception()
+            say(logging.ERROR, f"{what} failed; the queue stops", trace=error, err=error)
+            if self.failure is None:
+                self.failure = error
+                self._task.cancel()
+
+        task.add_done_callback(ended)
+        return task
+
+    async def _push_schedule(self, kind: str, schedule: Schedule, run: Job) -> None:
+        """Push each run of a schedule ahead, once the run before it has come round."""
+        calls, pushed, queue = self._run.calls, self._run.wakeup.pushed, self._run.queue
+        run_at = schedule.next_after(datetime.now(UTC))
+        failing = False
+        while True:
+            job = replace(run, run_at=run_at)
+            try:
+                if await calls.push_scheduled(kind, job):
+                    pushed(run_at)
+            except Exception as e:  # the store's: try again; a bug of the schedule's ends the run
+                # A database that is down: one line until it is back, beside the claims'
+                # line a poll. Anything else is a bug of the store's, said each time.
+                if not (failing and isinstance(e, StoreError)):
+                    say(
+                        logging.WARNING if isinstance(e, StoreError) else logging.ERROR,
+                        "the store failed to push a scheduled run; trying again after a poll",
+                        kind=kind,
+                        at=run_at,
+                        err=e,
+                    )
+                failing = isinstance(e, StoreError)
+                await asyncio.sleep(queue.poll)
+                continue
+            failing = False
+            await asyncio.sleep(max((run_at - datetime.now(UTC)).total_seconds(), 0))
+            run_at = schedule.next_after(max(run_at, datetime.now(UTC)))
