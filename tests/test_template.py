@@ -297,50 +297,75 @@ PREVIOUS_RELEASE = "e0be186e9b239744ddbfe25532ca98920cb60066"
 KEPT = "id, kind, payload, run_at, held_until, attempts, error, failed_at, created_at"
 
 
-@pytest.mark.parametrize("db", DATABASES)
-def test_copier_update_from_the_previous_release_keeps_the_jobs_and_gives_no_id_twice(
-    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _app_at(rev: str, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> Path:
+    """The app as the template at ``rev`` renders it, committed in a git repository of its own
+    (copier update needs one)."""
     for who in ("AUTHOR", "COMMITTER"):
         monkeypatch.setenv(f"GIT_{who}_NAME", "test")
         monkeypatch.setenv(f"GIT_{who}_EMAIL", "test@example.com")
     if subprocess.run(
-        ["git", "-C", str(ROOT), "cat-file", "-e", f"{PREVIOUS_RELEASE}^{{commit}}"], check=False
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{rev}^{{commit}}"], check=False
     ).returncode:
-        pytest.fail(f"this checkout lacks the previous release, {PREVIOUS_RELEASE}: fetch it")
+        pytest.fail(f"this checkout lacks {what}, {rev}: fetch it")
     app = tmp_path / APP
     answers = {"db": db, "jobq_source": f"jobq @ {(ROOT / 'runtime').as_uri()}"}
     copier.run_copy(
-        str(ROOT), app, data=answers, defaults=True, vcs_ref=PREVIOUS_RELEASE,
-        unsafe=False, quiet=True,
-    )  # fmt: skip
+        str(ROOT), app, data=answers, defaults=True, vcs_ref=rev, unsafe=False, quiet=True
+    )
     _git(app, "init", "-q")
     _git(app, "add", "-A")
-    _git(app, "commit", "-q", "-m", "the app, as the previous release made it")
+    _git(app, "commit", "-q", "-m", f"the app, as {what} made it")
+    return app
 
+
+def _database_for(db: str, tmp_path: Path, stack: contextlib.ExitStack) -> str:
+    """A database of the app's kind, empty: a SQLite file, or one made on the test server."""
+    if db == "sqlite":
+        return f"sqlite:///{tmp_path / 'app.sqlite3'}"
+    server = os.environ.get(SERVER_ENV[db])
+    if not server:
+        pytest.fail(f"{SERVER_ENV[db]} is not set: run scripts/test", pytrace=False)
+    return stack.enter_context(fresh_database(server, "update"))
+
+
+def _typed(app: Path, url: str) -> Callable[..., str]:
+    """./myapp as a user types it, on this checkout's runtime (the venv pytest runs in):
+    its output, once it has exited 0."""
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "DATABASE_URL": url,
+    }
+
+    def myapp(*args: str) -> str:
+        done = subprocess.run(
+            [str(app / APP), *args], cwd=app, env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    return myapp
+
+
+def _update(app: Path) -> None:
+    """copier update to this checkout's template, with no conflict left."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DirtyLocalWarning)
+        copier.run_update(
+            app, vcs_ref="HEAD", defaults=True, overwrite=True, unsafe=False, quiet=True
+        )
+    assert not list(app.rglob("*.rej")), "copier update left a conflict"
+
+
+@pytest.mark.parametrize("db", DATABASES)
+def test_copier_update_from_the_previous_release_keeps_the_jobs_and_gives_no_id_twice(
+    db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = _app_at(PREVIOUS_RELEASE, db, tmp_path, monkeypatch, "the previous release")
     with contextlib.ExitStack() as stack:
-        if db == "sqlite":
-            url = f"sqlite:///{tmp_path / 'app.sqlite3'}"
-        else:
-            server = os.environ.get(SERVER_ENV[db])
-            if not server:
-                pytest.fail(f"{SERVER_ENV[db]} is not set: run scripts/test", pytrace=False)
-            url = stack.enter_context(fresh_database(server, "update"))
-        # The app's ./myapp, on this checkout's runtime (the venv pytest runs in).
-        env = {
-            **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            "DATABASE_URL": url,
-        }
-
-        def myapp(*args: str) -> str:
-            done = subprocess.run(
-                [str(app / APP), *args], cwd=app, env=env, capture_output=True, text=True,
-                timeout=120, check=False,
-            )  # fmt: skip
-            assert done.returncode == 0, done.stdout + done.stderr
-            return done.stdout
-
+        url = _database_for(db, tmp_path, stack)
+        myapp = _typed(app, url)
         engine = sa.create_engine(url, poolclass=sa.NullPool)
         stack.callback(engine.dispose)
 
@@ -369,12 +394,7 @@ def test_copier_update_from_the_previous_release_keeps_the_jobs_and_gives_no_id_
         before = sorted(kept())
         assert [row[0] for row in before] in ([1, 2], ["1", "2"])
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DirtyLocalWarning)
-            copier.run_update(
-                app, vcs_ref="HEAD", defaults=True, overwrite=True, unsafe=False, quiet=True
-            )
-        assert not list(app.rglob("*.rej")), "copier update left a conflict"
+        _update(app)
         assert re.search(r" is up to date: \d{4}_jobs, app_0002\.$", myapp("migrate"))
 
         # The jobs are as they were, IDs and all: one waits, and one is listed as failed.
@@ -404,38 +424,11 @@ BEFORE_THE_KIT = "116194581490237b5ad5a3c1ca028c05c2ce6ab3"
 def test_copier_update_from_before_the_store_kit_drops_jobs_pool_and_keeps_the_jobs(
     db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for who in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{who}_NAME", "test")
-        monkeypatch.setenv(f"GIT_{who}_EMAIL", "test@example.com")
-    server = os.environ.get(SERVER_ENV[db])
-    if not server:
-        pytest.fail(f"{SERVER_ENV[db]} is not set: run scripts/test", pytrace=False)
-    app = tmp_path / APP
-    answers = {"db": db, "jobq_source": f"jobq @ {(ROOT / 'runtime').as_uri()}"}
-    copier.run_copy(
-        str(ROOT), app, data=answers, defaults=True, vcs_ref=BEFORE_THE_KIT,
-        unsafe=False, quiet=True,
-    )  # fmt: skip
+    app = _app_at(BEFORE_THE_KIT, db, tmp_path, monkeypatch, "the last release before the kit")
     package = app / "src" / APP
     assert (package / "jobs_pool.py").exists()
-    _git(app, "init", "-q")
-    _git(app, "add", "-A")
-    _git(app, "commit", "-q", "-m", "the app, as it was made before the store kit")
-
-    with fresh_database(server, "kit") as url:
-        env = {
-            **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            "DATABASE_URL": url,
-        }
-
-        def myapp(*args: str) -> str:
-            done = subprocess.run(
-                [str(app / APP), *args], cwd=app, env=env, capture_output=True, text=True,
-                timeout=120, check=False,
-            )  # fmt: skip
-            assert done.returncode == 0, done.stdout + done.stderr
-            return done.stdout
+    with contextlib.ExitStack() as stack:
+        myapp = _typed(app, _database_for(db, tmp_path, stack))
 
         # Before: on this checkout's jobq, whose jobq.rows the old store still imports.
         myapp("migrate")
@@ -447,12 +440,7 @@ def test_copier_update_from_before_the_store_kit_drops_jobs_pool_and_keeps_the_j
         )
         assert "welcome-mail job 2, attempt 1: failed" in myapp("jobs", "run-due")
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DirtyLocalWarning)
-            copier.run_update(
-                app, vcs_ref="HEAD", defaults=True, overwrite=True, unsafe=False, quiet=True
-            )
-        assert not list(app.rglob("*.rej")), "copier update left a conflict"
+        _update(app)
         # The plumbing is jobq's now: the app keeps its SQL alone.
         assert sorted(p.name for p in package.glob("jobs_*.py")) == ["jobs_db.py"]
         jobs_db = (package / "jobs_db.py").read_text()

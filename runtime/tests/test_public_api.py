@@ -30,23 +30,23 @@ def test_all_lists_the_public_names_sorted_and_each_exists(module: str) -> None:
         assert getattr(m, name) is not None
 
 
-def test_jobq_imports_no_sql() -> None:
-    # In a fresh interpreter, as other tests may have imported anything.
+def _databases_imported_by(modules: str) -> str:
+    """Which database libraries importing ``modules`` imports, in a fresh interpreter (as
+    other tests may have imported anything)."""
     code = (
-        "import sys, jobq, jobq.testing; "
+        f"import sys, {modules}; "
         "print(sorted({n.split('.')[0] for n in sys.modules} & {'sqlalchemy', 'sqlite3'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    return out.stdout.strip()
+
+
+def test_jobq_imports_no_sql() -> None:
+    assert _databases_imported_by("jobq, jobq.testing") == "[]"
 
 
 def test_the_kits_row_reading_imports_no_database_library() -> None:
-    code = (
-        "import sys, jobq.sql, jobq.sql.rows; "
-        "print(sorted({n.split('.')[0] for n in sys.modules} & {'sqlalchemy', 'sqlite3'}))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert _databases_imported_by("jobq.sql, jobq.sql.rows") == "[]"
 
 
 def test_jobq_rows_is_the_kits_rows_for_one_more_release_with_a_warning() -> None:

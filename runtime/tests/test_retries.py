@@ -98,9 +98,8 @@ def test_permanent_fails_the_job_at_once_with_its_cause(store: MemoryStore) -> N
     assert (failed.attempts, failed.error) == (1, "the user has gone: no user 7")
 
 
-def test_failures_are_logged_a_warning_with_attempts_left_and_an_error_at_the_last(
-    store: MemoryStore, caplog: pytest.LogCaptureFixture
-) -> None:
+def _fails_twice(store: MemoryStore, caplog: pytest.LogCaptureFixture, level: int) -> str:
+    """Run a job whose two attempts fail, the jobq logger at ``level``; the job's ID."""
     q = jobq.Queue(store)
 
     @q.kind("verify-mail", attempts=2, backoff=lambda attempt: 0)
@@ -108,8 +107,15 @@ def test_failures_are_logged_a_warning_with_attempts_left_and_an_error_at_the_la
         raise ConnectionRefusedError("dial tcp: connection refused")
 
     id = verify.push(Mail(user=1))
-    with caplog.at_level(logging.WARNING, logger="jobq"):
+    with caplog.at_level(level, logger="jobq"):
         q.drain()
+    return id
+
+
+def test_failures_are_logged_a_warning_with_attempts_left_and_an_error_at_the_last(
+    store: MemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    id = _fails_twice(store, caplog, logging.WARNING)
     first, last = [r for r in caplog.records if r.name == "jobq"]
     assert first.levelno == logging.WARNING
     assert first.getMessage().startswith(
@@ -140,15 +146,7 @@ def test_failures_are_logged_a_warning_with_attempts_left_and_an_error_at_the_la
 def test_a_retry_shows_its_traceback_when_the_jobq_logger_is_at_debug(
     store: MemoryStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    q = jobq.Queue(store)
-
-    @q.kind("verify-mail", attempts=2, backoff=lambda attempt: 0)
-    async def verify(job: Mail) -> None:
-        raise ConnectionRefusedError("dial tcp: connection refused")
-
-    verify.push(Mail(user=1))
-    with caplog.at_level(logging.DEBUG, logger="jobq"):
-        q.drain()
+    _fails_twice(store, caplog, logging.DEBUG)
     [first] = [r for r in caplog.records if r.getMessage().startswith("a job failed, and will")]
     assert first.exc_info is not None
     assert "type=" not in first.getMessage()  # the traceback names it

@@ -8,29 +8,8 @@ from __future__ import annotations
 
 import warnings
 
-from jobq.sql.rows import (
-    COLUMNS,
-    Statements,
-    Through,
-    at,
-    claimant,
-    fence,
-    insert,
-    job,
-    ms,
-)
-
-__all__ = [
-    "COLUMNS",
-    "Statements",
-    "Through",
-    "at",
-    "claimant",
-    "fence",
-    "insert",
-    "job",
-    "ms",
-]
+from jobq.sql.rows import *  # noqa: F403  (its __all__, as before)
+from jobq.sql.rows import __all__  # noqa: F401
 
 warnings.warn(
     "jobq.rows is now jobq.sql.rows (the store kit): run copier update for the app's "
