@@ -49,15 +49,15 @@ def _recording(module: ModuleType, engine: sa.Engine, monkeypatch: pytest.Monkey
 
     class Recording(kit._Driver):  # type: ignore[misc,name-defined]
         def rows(self, statement: Any, params: Any) -> Any:
-            sent.append(statement.text)
+            sent.append(str(statement))
             return super().rows(statement, params)
 
         def count(self, statement: Any, params: Any) -> Any:
-            sent.append(statement.text)
+            sent.append(str(statement))
             return super().count(statement, params)
 
         def insert(self, statement: Any, params: Any) -> Any:
-            sent.append(statement.text)
+            sent.append(str(statement))
             return super().insert(statement, params)
 
     monkeypatch.setattr(kit, "_Driver", Recording)

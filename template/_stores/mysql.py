@@ -32,13 +32,11 @@ import jobq
 from jobq import Job
 from jobq.sql import rows
 from jobq.sql.mysql import Database, Statements, make_engine
-from sqlalchemy import text
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from sqlalchemy.engine import Connection, Engine
-    from sqlalchemy.sql.elements import TextClause
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
@@ -132,7 +130,7 @@ _CLAIM = """
 
 
 @functools.lru_cache(maxsize=64)
-def _claim(keys: int, kinds: int, only: int | None = None) -> TextClause:
+def _claim(keys: int, kinds: int, only: int | None = None) -> str:
     """The claim, passing over ``keys`` (kind, key) pairs and ``kinds`` kinds' limited jobs.
 
     A batch claim that met limited jobs it could not take claims again past
@@ -151,7 +149,7 @@ def _claim(keys: int, kinds: int, only: int | None = None) -> TextClause:
     ) + "".join(
         f"\n    AND NOT (due.kind = :ck{i} AND due.at_once IS NOT NULL)" for i in range(kinds)
     )
-    return text(_CLAIM.format(columns=rows.COLUMNS, kinds=allowed, passed_over=passed_over))
+    return _CLAIM.format(columns=rows.COLUMNS, kinds=allowed, passed_over=passed_over)
 
 
 # A claim that found limited jobs takes the lock rows of their kinds (for at
@@ -161,9 +159,9 @@ def _claim(keys: int, kinds: int, only: int | None = None) -> TextClause:
 # met the row, then a lock taken on it, would take one for reading first, which
 # two claims could both hold, each waiting for the other's to be let go.
 @functools.lru_cache(maxsize=64)
-def _locks(n: int) -> TextClause:
+def _locks(n: int) -> str:
     values = ", ".join(f"(:lk{i}, :la{i})" for i in range(n))
-    return text(
+    return (
         f"INSERT INTO job_locks (kind, alone_key) VALUES {values} "
         "ON DUPLICATE KEY UPDATE kind = kind"
     )
@@ -174,8 +172,7 @@ def _locks(n: int) -> TextClause:
 # that the batch holds at most one job of a key (key_ok) and no more of an at
 # once kind than its limit leaves (kind_ok). A job passed over for its key
 # takes no room of its kind's.
-_RANK = text(
-    """
+_RANK = """
     SELECT id, key_ok, at_once IS NULL OR (key_ok AND nth_of_kind + kind_held <= at_once) AS kind_ok
     FROM (
         SELECT id, at_once, key_ok,
@@ -201,56 +198,49 @@ _RANK = text(
         ) AS keyed
     ) AS ranked
     """
-)
 
 # Then it holds the jobs by their IDs: their rows are locked for writing
 # already, so there is no lock to upgrade, which two claims could deadlock on.
 # A claimed job's key goes: a push of its value while it runs is a new job.
-_HOLD = text(
+_HOLD = (
     "UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL, "
     "claimed_by = :by WHERE id IN :ids"
 )
 
-_PUSH = text(
-    """
+_PUSH = """
     INSERT INTO jobs (kind, payload, run_at, unique_key, alone_key, at_once, carried, priority)
     VALUES (:kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority)
     """
-)
 
 # The job of a kind and key that waits; a unique push that the unique index
 # turned away (1062) reads it. The push holds a lock for reading on the waiting
 # job's key then, and takes no other lock before it ends.
-_WAITING = text("SELECT id, run_at FROM jobs WHERE kind = :kind AND unique_key = :unique_key")
+_WAITING = "SELECT id, run_at FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
 # A latest push moves the waiting job by its ID, which locks the job's row
 # before its key's index entry, as a claim does: the other way round, as an
 # upsert would, a claim of the job at the same moment could wait for the push
 # while the push waits for it. It matches nothing once a claim took the job.
-_MOVE = text("UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :unique_key")
+_MOVE = "UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :unique_key"
 
 # done, retry and fail are fenced by attempts: once a later claim has taken the
 # job (its hold ran out), the late answer of the earlier one changes nothing.
 # And by the hold: once a hold-back took its attempt back, a claim before it
 # has the same attempts, but the job is no longer held (held_until 0).
-_DONE = text(
+_DONE = (
     "DELETE FROM jobs"
     " WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0"
 )
 
-_RETRY = text(
-    """
+_RETRY = """
     UPDATE jobs SET run_at = :run_at, held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
-)
 
-_FAIL = text(
-    """
+_FAIL = """
     UPDATE jobs SET failed_at = :failed_at, held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
-)
 
 # The same for many jobs, one statement each, in one transaction. `id IN` lets
 # the server read the rows by their key; the pairs are the fence. FORCE INDEX
@@ -258,7 +248,7 @@ _FAIL = text(
 # failed_at IS NULL) or jobs_held, locking that index's entries first, in its
 # order, and deadlock with a settle that locks by key. (A DELETE takes an index
 # hint only in its many-table form.)
-_DONE_MANY = text(
+_DONE_MANY = (
     "DELETE jobs FROM jobs FORCE INDEX (PRIMARY) "
     "WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0"
 )
@@ -271,23 +261,19 @@ _SETTLES = """
     )) AS settle
     """
 
-_RETRY_MANY = text(
-    f"""
+_RETRY_MANY = f"""
     UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
         ON jobs.id = settle.id AND jobs.attempts = settle.attempts
     SET jobs.run_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
     WHERE jobs.failed_at IS NULL AND jobs.held_until > 0
     """
-)
 
-_FAIL_MANY = text(
-    f"""
+_FAIL_MANY = f"""
     UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
         ON jobs.id = settle.id AND jobs.attempts = settle.attempts
     SET jobs.failed_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
     WHERE jobs.failed_at IS NULL AND jobs.held_until > 0
     """
-)
 
 # Neither server has RETURNING on a DELETE or UPDATE, so a batch learns which
 # jobs it settled from its count: all of them when it is the batch's size (no
@@ -297,69 +283,53 @@ _FAIL_MANY = text(
 # read comes after the write, so when it finds more or fewer than the count (a
 # done job that a later claim had finished already, a retried one claimed again
 # since), which were kept is not known, and none is told as kept.
-_STILL_KEPT = text("SELECT id FROM jobs WHERE id IN :ids")
-_PUT_BACK_NOW = text(
-    """
+_STILL_KEPT = "SELECT id FROM jobs WHERE id IN :ids"
+_PUT_BACK_NOW = """
     SELECT id FROM jobs
     WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NULL
     """
-)
-_FAILED_NOW = text(
-    """
+_FAILED_NOW = """
     SELECT id FROM jobs
     WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NOT NULL
     """
-)
 
 # A renewal changes only jobs that their claims still hold: not done, failed,
 # put back (held_until 0) nor taken by a later claim (attempts). Then it reads
 # which it renewed, as there is no RETURNING. By key, as the settles.
-_RENEW = text(
-    """
+_RENEW = """
     UPDATE jobs FORCE INDEX (PRIMARY) SET held_until = :until
     WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0
     """
-)
-_RENEWED = text(
-    """
+_RENEWED = """
     SELECT id FROM jobs
     WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL
     AND held_until = :until
     """
-)
 
 # A kind's time only moves forward. held_kinds' row is taken before the job's,
 # and no claim takes it for writing: claims only read it.
-_HOLD_KIND = text(
-    """
+_HOLD_KIND = """
     INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
     ON DUPLICATE KEY UPDATE held_until = GREATEST(held_until, :until)
     """
-)
 
 # The job back as its claim found it: the attempt taken back, due at its
 # run_at, with its key, which the unique index turns away (1062) when a job
 # pushed while it ran has the key now; then it goes back without it.
-_PUT_BACK = text(
-    """
+_PUT_BACK = """
     UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
-)
 
 # A pause sets the kind's time (a rate's hold may be later: it is kept), a
 # pause of a paused kind moves it either way; until resumed is _FOREVER.
-_PAUSE = text(
-    """
+_PAUSE = """
     INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, 1)
     ON DUPLICATE KEY UPDATE held_until = IF(paused, :until, GREATEST(held_until, :until)),
         paused = 1
     """
-)
-_RESUME = text("UPDATE held_kinds SET held_until = 0, paused = 0 WHERE kind = :kind AND paused")
-_PAUSED = text(
-    "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now ORDER BY kind"
-)
+_RESUME = "UPDATE held_kinds SET held_until = 0, paused = 0 WHERE kind = :kind AND paused"
+_PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now ORDER BY kind"
 _FOREVER = 2**63 - 1  # BIGINT's largest: a pause until resumed
 
 # Each kind's jobs by state at :now (jobq.KindStats): counting every job of a
@@ -367,40 +337,32 @@ _FOREVER = 2**63 - 1  # BIGINT's largest: a pause until resumed
 # job's state (0 due, 1 later, 2 running, 3 failed; a failed job's held_until
 # is 0). Working the state out once a row took a third of the time of five
 # conditional sums by kind (benchmarks/stats.py).
-_STATS = text(
-    """
+_STATS = """
     SELECT kind, CASE
             WHEN failed_at IS NOT NULL THEN 3 WHEN held_until > :now THEN 2
             WHEN run_at > :now THEN 1 ELSE 0
         END AS state, COUNT(*), MIN(run_at)
     FROM jobs GROUP BY kind, state
     """
-)
 
-_FAILED = text(
-    f"""
+_FAILED = f"""
     SELECT {rows.COLUMNS} FROM jobs
     WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
     """
-)
 
-_RUN_AGAIN = text(
-    """
+_RUN_AGAIN = """
     UPDATE jobs SET failed_at = NULL, attempts = 0, run_at = :run_at, held_until = 0
     WHERE id = :id AND failed_at IS NOT NULL
     """
-)
 
-_PRUNE = text("DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before")
+_PRUNE = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before"
 # And the kinds whose hold or pause has ended, and the lock rows of keys no job has.
-_PRUNE_KINDS = text("DELETE FROM held_kinds WHERE held_until < :now")
-_PRUNE_LOCKS = text(
-    """
+_PRUNE_KINDS = "DELETE FROM held_kinds WHERE held_until < :now"
+_PRUNE_LOCKS = """
     DELETE FROM job_locks WHERE alone_key <> '' AND NOT EXISTS (
         SELECT 1 FROM jobs WHERE jobs.kind = job_locks.kind AND jobs.alone_key = job_locks.alone_key
     )
     """
-)
 
 # Runs only move forward, in two steps whose counts mean the same whether the
 # connection counts matched rows or changed ones (SQLAlchemy always asks for
@@ -409,23 +371,21 @@ _PRUNE_LOCKS = text(
 #
 # The first moves the run, locking its row; a push of the same run at once waits
 # for that lock, then sees the run where it is now and matches nothing.
-_MOVE_RUN = text("UPDATE schedules SET run_at = :run_at WHERE name = :name AND run_at < :run_at")
+_MOVE_RUN = "UPDATE schedules SET run_at = :run_at WHERE name = :name AND run_at < :run_at"
 # The second makes the schedule's row if there is none. Two first runs at once
 # can both see none: the unique key turns one away (1062), leaving it a lock for
 # reading on the row the other made.
-_FIRST_RUN = text(
-    """
+_FIRST_RUN = """
     INSERT INTO schedules (name, run_at)
     SELECT :name, :run_at FROM DUAL
     WHERE NOT EXISTS (SELECT 1 FROM schedules WHERE name = :name)
     """
-)
 # Then the one turned away reads the run, without a lock, and moves it only if
 # it's behind its own. Moving it at once would take the row's lock for writing,
 # which two pushes turned away together, each holding its lock for reading,
 # would wait on each other for: a deadlock, for the usual case, one run pushed
 # from several instances at once.
-_LAST_RUN = text("SELECT run_at FROM schedules WHERE name = :name")
+_LAST_RUN = "SELECT run_at FROM schedules WHERE name = :name"
 
 # How many times a batch claim claims again past limited jobs it met and could
 # not take, before it settles for fewer than asked.

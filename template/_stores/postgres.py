@@ -32,13 +32,11 @@ import jobq
 from jobq import Job
 from jobq.sql import rows
 from jobq.sql.postgres import Database, Statements, make_engine, sqlstate
-from sqlalchemy import text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from sqlalchemy.engine import Connection, Engine
-    from sqlalchemy.sql.elements import TextClause
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
@@ -165,19 +163,17 @@ _PRIORITIES = """
 
 
 @functools.cache
-def _of_kinds(statement: TextClause, filtered: bool) -> TextClause:
+def _of_kinds(statement: str, filtered: bool) -> str:
     """A claim statement taking only the kinds in :kinds, or (``filtered`` False) any kind.
 
     Two statements, not one with ``:kinds IS NULL OR ...``: that OR, which a
     generic plan cannot fold away, changed the plans of the limited claims and
     made them take fewer jobs at once than their limits allow.
     """
-    return text(
-        re.sub(
-            r"/\*kinds:(\w+)\*/",
-            lambda m: f"AND {m[1]}.kind = ANY (CAST(:kinds AS text[]))" if filtered else "",
-            statement.text,
-        )
+    return re.sub(
+        r"/\*kinds:(\w+)\*/",
+        lambda m: f"AND {m[1]}.kind = ANY (CAST(:kinds AS text[]))" if filtered else "",
+        statement,
     )
 
 
@@ -214,8 +210,7 @@ _HOLD_CHOSEN = f"""
 # over. The nested loop reads the priorities in the order the recursive CTE
 # makes them, highest first, and stops once the LIMIT is met, so a priority
 # below is never read, nor its rows locked, when the ones above filled it.
-_CLAIM = text(
-    f"""
+_CLAIM = f"""
     WITH RECURSIVE {_PRIORITIES},
     next_limited AS MATERIALIZED (
         SELECT l.priority, l.run_at, l.id FROM priorities AS p CROSS JOIN LATERAL (
@@ -247,15 +242,13 @@ _CLAIM = text(
     UNION ALL
     SELECT {_NONE}, true FROM next_limited
     """
-)
 
 # The limited claim's first step, in its transaction: the lock rows of the
 # kinds and keys it may claim, taken in one order (kind, then key, the kind's
 # own row '' first, compared byte by byte), so two claims never wait for each
 # other in a circle. The upsert locks a row whether it makes it or finds it,
 # and its update changes nothing.
-_LOCK = text(
-    f"""
+_LOCK = f"""
     WITH candidates AS (
         SELECT kind, alone_key, at_once FROM jobs AS due
         WHERE {_LIMITED} AND {_due("due")} {_MAY_RUN}
@@ -271,15 +264,13 @@ _LOCK = text(
     ON CONFLICT (kind, alone_key) DO UPDATE SET kind = excluded.kind
     RETURNING kind, alone_key
     """
-)
 
 # Holding the lock rows, a new statement sees every claim that held them
 # before: it counts again, and takes what is left. The candidates are the
 # limited jobs of the locked kinds and keys that may run, and the next jobs
 # with no limit; window functions keep at most one of a key and, of an
 # AtOnce kind, no more than its limit leaves, counting the batch itself.
-_CLAIM_LIMITED = text(
-    f"""
+_CLAIM_LIMITED = f"""
     WITH locked AS (
         SELECT * FROM unnest(CAST(:lock_kinds AS text[]), CAST(:lock_keys AS text[]))
         AS l (kind, alone_key)
@@ -320,7 +311,6 @@ _CLAIM_LIMITED = text(
     )
     {_HOLD_CHOSEN}
     """
-)
 
 _COLUMNS_IN = "kind, payload, run_at, unique_key, alone_key, at_once, carried, priority"
 _VALUES = ":kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority"
@@ -330,18 +320,15 @@ _ON_KEY = "ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL"
 # delivers the notification as the push commits, in the app's transaction too.
 # In the RETURNING list, not a CTE around the INSERT: 3-10 µs less of a push's
 # 200 here, about what a plain INSERT costs (pg_notify returns void, read as '').
-_PUSH = text(
-    f"""
+_PUSH = f"""
     INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
     RETURNING id, pg_notify('{_CHANNEL}', kind)
     """
-)
 
 # The unique index turns a second key away; then the waiting job's ID is read
 # in the same statement. (It can't see a job that a push beside it committed
 # while this one waited on it: the caller reads again.)
-_PUSH_UNIQUE = text(
-    f"""
+_PUSH_UNIQUE = f"""
     WITH pushed AS (
         INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES}) {_ON_KEY} DO NOTHING
         RETURNING id, kind
@@ -351,15 +338,13 @@ _PUSH_UNIQUE = text(
     SELECT id, false FROM jobs
     WHERE kind = :kind AND unique_key = :unique_key AND NOT EXISTS (SELECT 1 FROM pushed)
     """
-)
 
-_WAITING = text("SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key")
+_WAITING = "SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
 # A job that waits with the key is moved to the push's time, the rest of it
 # left as it was. The upsert locks the job's row; a claim that took it first
 # cleared its key, and the insert then meets no key and pushes a new job.
-_PUSH_LATEST = text(
-    f"""
+_PUSH_LATEST = f"""
     WITH pushed AS (
         INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
         {_ON_KEY} DO UPDATE SET run_at = excluded.run_at
@@ -367,7 +352,6 @@ _PUSH_LATEST = text(
     )
     SELECT id FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
     """
-)
 
 # Runs only move forward: the upsert returns no row when this run, or a later
 # one, was pushed already, and then the insert has nothing to select from. One
@@ -375,8 +359,7 @@ _PUSH_LATEST = text(
 # once, the first to insert or move the row wins; the others wait for its lock,
 # then see the run where it is now and change nothing. A unique kind's job that
 # waits with the key is the run: the run moves, and no job is pushed.
-_SCHEDULE = text(
-    f"""
+_SCHEDULE = f"""
     WITH run AS (
         INSERT INTO schedules (name, run_at) VALUES (:name, :run_at)
         ON CONFLICT (name) DO UPDATE SET run_at = excluded.run_at
@@ -394,7 +377,6 @@ _SCHEDULE = text(
     UNION ALL
     SELECT NULL FROM run WHERE :unique_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pushed)
     """
-)
 
 
 # A batch's jobs, read by their key: `ids` named through ARRAY(SELECT ...), an
@@ -427,8 +409,7 @@ def _fenced(ids: str, attempts: str) -> str:
 # One statement for all three, returning the IDs it settled (what was kept), and
 # a NULL for each limited kind it notified: a limited kind's settle notifies, so
 # a claim of that kind waiting on another instance tries again at once.
-_SETTLE = text(
-    f"""
+_SETTLE = f"""
     WITH done AS (
         DELETE FROM jobs WHERE {_fenced("done_ids", "done_attempts")}
         RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
@@ -455,22 +436,18 @@ _SETTLE = text(
     UNION ALL
     SELECT NULL FROM limited, pg_notify('{_CHANNEL}', limited.kind)
     """
-)
 
-_RENEW = text(
-    f"""
+_RENEW = f"""
     UPDATE jobs SET held_until = :until WHERE {_fenced("ids", "attempts")}
     RETURNING jobs.id
     """
-)
 
 # The kind's time only moves forward (a pause that ends before it ends with
 # it); then the job goes back as its claim found it, with its key again unless
 # a job pushed as it ran has the key now. A push of the key that commits
 # between the look and the write makes the index refuse it: the caller runs
 # the statement again, which then sees that job.
-_HOLD_BACK = text(
-    """
+_HOLD_BACK = """
     WITH kind_held AS (
         INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
         ON CONFLICT (kind) DO UPDATE SET
@@ -485,12 +462,10 @@ _HOLD_BACK = text(
     )
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
-)
 
 # The job alone, as _HOLD_BACK puts it back; it notifies, as a push does: it is
 # due at once, and an instance that waits on its kind may claim it now.
-_GIVE_BACK = text(
-    f"""
+_GIVE_BACK = f"""
     UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = (
         SELECT CAST(:unique_key AS text) WHERE NOT EXISTS (
             SELECT 1 FROM jobs AS waiting
@@ -500,28 +475,24 @@ _GIVE_BACK = text(
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     RETURNING pg_notify('{_CHANNEL}', kind)
     """
-)
 
 # A pause replaces the kind's pause before it, but never shortens a rate's hold.
-_PAUSE = text(
-    """
+_PAUSE = """
     INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, true)
     ON CONFLICT (kind) DO UPDATE SET paused = true, held_until = CASE
         WHEN held_kinds.paused THEN excluded.held_until
         ELSE greatest(held_kinds.held_until, excluded.held_until)
     END
     """
-)
 
-_RESUME = text("DELETE FROM held_kinds WHERE kind = :kind AND paused")
+_RESUME = "DELETE FROM held_kinds WHERE kind = :kind AND paused"
 
-_PAUSED = text("SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now")
+_PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
 
 # Each kind's jobs by state at :now (jobq.KindStats), in one read of the table:
 # a count of every job of a kind reads every row, and one pass reads each once.
 # A failed job's held_until is 0, so it is never running.
-_STATS = text(
-    """
+_STATS = """
     SELECT kind,
         count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
         count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at > :now),
@@ -530,26 +501,20 @@ _STATS = text(
         min(run_at) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now)
     FROM jobs GROUP BY kind
     """
-)
 
-_FAILED = text(
-    f"""
+_FAILED = f"""
     SELECT {rows.COLUMNS} FROM jobs
     WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
     """
-)
 
-_RUN_AGAIN = text(
-    """
+_RUN_AGAIN = """
     UPDATE jobs SET failed_at = NULL, attempts = 0, run_at = :run_at, held_until = 0
     WHERE id = :id AND failed_at IS NOT NULL
     """
-)
 
 # The lock rows of keys no job has any more go with the failed jobs, and the
 # kinds whose hold or pause has ended (a rate's hold-backs leave a row a kind).
-_PRUNE = text(
-    """
+_PRUNE = """
     WITH ended AS (DELETE FROM held_kinds WHERE held_until < :now),
     unused AS (
         DELETE FROM job_locks AS lock WHERE lock.alone_key <> '' AND NOT EXISTS (
@@ -561,7 +526,6 @@ _PRUNE = text(
     )
     SELECT count(*) FROM pruned
     """
-)
 
 _UNIQUE_VIOLATION = "23505"
 
@@ -741,7 +705,7 @@ class Jobs:
         params = {"kind": job.kind, "unique_key": job.key or None, **rows.fence(job)}
         return self._put_back(_GIVE_BACK, params) > 0
 
-    def _put_back(self, statement: TextClause, params: dict[str, Any]) -> int:
+    def _put_back(self, statement: str, params: dict[str, Any]) -> int:
         """Run _HOLD_BACK or _GIVE_BACK, once more if a push of its key beat it; its count."""
         for last in (False, True):
             try:

@@ -23,12 +23,10 @@ import jobq
 from jobq import Job
 from jobq.sql import rows
 from jobq.sql.sqlite import BEGIN, Database, make_engine
-from sqlalchemy import text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
-    from sqlalchemy import TextClause
     from sqlalchemy.engine import Connection, Engine
 
 __all__ = ["BEGIN", "SCHEMA", "Jobs", "make_engine"]
@@ -132,7 +130,7 @@ _MAY = """
 # An idle poll reads first: a write, even one that changes nothing, would take
 # SQLite's one write lock at every poll of every instance. It asks what the
 # claim asks, so a paused kind's due jobs cost no write lock either.
-_ANY_DUE = text(f"WITH RECURSIVE {_PRIORITIES} {_MAY.format(columns='1', most=1)}")
+_ANY_DUE = f"WITH RECURSIVE {_PRIORITIES} {_MAY.format(columns='1', most=1)}"
 
 _MAY_COLUMNS = """
     due.id, due.kind, due.priority, due.run_at, due.unique_key, due.alone_key, due.at_once,
@@ -168,7 +166,7 @@ _RANKED = """
 
 
 @cache
-def _claim(most: int) -> TextClause:
+def _claim(most: int) -> str:
     """The claim of up to ``most`` jobs: one UPDATE of the jobs it chose, returning them.
 
     The claim holds each job and adds one to its attempts. It returns each
@@ -181,8 +179,7 @@ def _claim(most: int) -> TextClause:
     """
     # One job that may be claimed alone needs no ranking.
     chosen = "SELECT id FROM may" if most == 1 else _RANKED
-    return text(
-        f"""
+    return f"""
         WITH RECURSIVE {_PRIORITIES},
         may AS MATERIALIZED ({_MAY.format(columns=_MAY_COLUMNS, most=most)}),
         limited AS (SELECT kind FROM may WHERE alone_key IS NOT NULL OR at_once IS NOT NULL)
@@ -191,13 +188,10 @@ def _claim(most: int) -> TextClause:
         RETURNING id, kind, payload, run_at, attempts, error, failed_at, unique_key,
             alone_key, at_once, carried, priority, claimed_by
         """
-    )
 
 
 # The claimed jobs' unique keys, let go (see _claim); their IDs as a JSON array.
-_LET_KEYS_GO = text(
-    "UPDATE jobs SET unique_key = NULL WHERE id IN (SELECT value FROM json_each(:ids))"
-)
+_LET_KEYS_GO = "UPDATE jobs SET unique_key = NULL WHERE id IN (SELECT value FROM json_each(:ids))"
 
 
 _CLAIM = _claim(1)
@@ -209,19 +203,19 @@ _INSERT = """
 
 # A plain push keeps no unique key, whatever the job's key: only push_unique's
 # and push_latest's jobs are turned away or found by it.
-_PUSH = text(_INSERT.format(unique_key="NULL") + " RETURNING id")
+_PUSH = _INSERT.format(unique_key="NULL") + " RETURNING id"
 
 # The unique index turns the insert away, and no row comes back, when a job of
 # the kind and key waits.
-_PUSH_UNIQUE = text(
+_PUSH_UNIQUE = (
     _INSERT.format(unique_key=":unique_key")
     + " ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING RETURNING id"
 )
 
-_WAITING = text("SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key")
+_WAITING = "SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
 # Moves the waiting job to the push's time, and nothing else of it.
-_PUSH_LATEST = text(
+_PUSH_LATEST = (
     _INSERT.format(unique_key=":unique_key")
     + """
     ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL
@@ -234,24 +228,20 @@ _PUSH_LATEST = text(
 # job (its hold ran out), the late answer of the earlier one changes nothing.
 # And by the hold: once a hold-back took its attempt back, a claim before it
 # has the same attempts, but the job is no longer held (held_until 0).
-_DONE = text(
+_DONE = (
     "DELETE FROM jobs"
     " WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0"
 )
 
-_RETRY = text(
-    """
+_RETRY = """
     UPDATE jobs SET run_at = :run_at, held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
-)
 
-_FAIL = text(
-    """
+_FAIL = """
     UPDATE jobs SET failed_at = :failed_at, held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
-)
 
 
 def _fenced(n: int, *more: str) -> str:
@@ -273,32 +263,27 @@ _DONE_AT_MOST = 256
 
 
 @cache
-def _done_many(n: int) -> TextClause:
+def _done_many(n: int) -> str:
     terms = " OR ".join(f"(id = :id{i} AND attempts = :attempts{i})" for i in range(n))
-    return text(
-        f"DELETE FROM jobs WHERE ({terms}) AND failed_at IS NULL AND held_until > 0 RETURNING id"
-    )
+    return f"DELETE FROM jobs WHERE ({terms}) AND failed_at IS NULL AND held_until > 0 RETURNING id"
 
 
 @cache
-def _retry_many(n: int) -> TextClause:
+def _retry_many(n: int) -> str:
     cte = _fenced(n, "run_at", "error")
-    return text(
-        f"""
+    return f"""
         WITH {cte}
         UPDATE jobs SET run_at = fence.run_at, held_until = 0, error = fence.error FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
           AND jobs.held_until > 0
         RETURNING jobs.id
         """
-    )
 
 
 @cache
-def _fail_many(n: int) -> TextClause:
+def _fail_many(n: int) -> str:
     cte = _fenced(n, "failed_at", "error")
-    return text(
-        f"""
+    return f"""
         WITH {cte}
         UPDATE jobs SET failed_at = fence.failed_at, held_until = 0, error = fence.error
         FROM fence
@@ -306,38 +291,32 @@ def _fail_many(n: int) -> TextClause:
           AND jobs.held_until > 0
         RETURNING jobs.id
         """
-    )
 
 
 # A hold is renewed only while its claim has it: a retry or a fail leaves the
 # attempts as they were but the hold at 0, and a later claim adds an attempt.
 @cache
-def _renew(n: int) -> TextClause:
+def _renew(n: int) -> str:
     cte = _fenced(n)
-    return text(
-        f"""
+    return f"""
         WITH {cte}
         UPDATE jobs SET held_until = :until FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts
           AND jobs.failed_at IS NULL AND jobs.held_until > 0
         RETURNING jobs.id
         """
-    )
 
 
 # The kind's time only moves forward: a later hold-back or a pause is kept.
-_HOLD_KIND = text(
-    """
+_HOLD_KIND = """
     INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
     ON CONFLICT (kind) DO UPDATE SET held_until = max(held_until, excluded.held_until)
     """
-)
 
 # As the claim found it: its attempt taken back, and its key again unless a job
 # pushed as it ran has the key now (SQLite's one writer: the look and the write
 # are one statement, and nothing writes between them).
-_HOLD_BACK = text(
-    """
+_HOLD_BACK = """
     UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = (
         SELECT :unique_key WHERE NOT EXISTS (
             SELECT 1 FROM jobs WHERE kind = :kind AND unique_key = :unique_key
@@ -345,22 +324,19 @@ _HOLD_BACK = text(
     )
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
-)
 
 # A pause replaces the kind's pause before it, but never shortens a rate's hold.
-_PAUSE = text(
-    """
+_PAUSE = """
     INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, 1)
     ON CONFLICT (kind) DO UPDATE SET paused = 1, held_until = CASE
         WHEN held_kinds.paused THEN excluded.held_until
         ELSE max(held_kinds.held_until, excluded.held_until)
     END
     """
-)
 
-_RESUME = text("UPDATE held_kinds SET paused = 0, held_until = 0 WHERE kind = :kind AND paused")
+_RESUME = "UPDATE held_kinds SET paused = 0, held_until = 0 WHERE kind = :kind AND paused"
 
-_PAUSED = text("SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now")
+_PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
 
 # A pause with no end: held until the largest time an INTEGER holds.
 _FOREVER = 2**63 - 1
@@ -372,43 +348,35 @@ _FOREVER = 2**63 - 1
 # read is of its narrow entries, never of the table's rows, and needs no sort:
 # half the time of a read of the table (benchmarks/stats.py). Few comparisons
 # a row, as they are most of what is left.
-_STATS = text(
-    """
+_STATS = """
     SELECT kind, count(*), count(failed_at), sum(held_until > :now),
         sum(CASE WHEN failed_at IS NULL AND held_until <= :now THEN run_at > :now END),
         min(CASE WHEN failed_at IS NULL AND held_until <= :now AND run_at <= :now
             THEN run_at END)
     FROM jobs INDEXED BY jobs_held GROUP BY kind
     """
-)
 
-_FAILED = text(
-    f"""
+_FAILED = f"""
     SELECT {rows.COLUMNS} FROM jobs
     WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
     """
-)
 
-_RUN_AGAIN = text(
-    """
+_RUN_AGAIN = """
     UPDATE jobs SET failed_at = NULL, attempts = 0, run_at = :run_at, held_until = 0
     WHERE id = :id AND failed_at IS NOT NULL
     """
-)
 
-_PRUNE = text("DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before")
+_PRUNE = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before"
 # And the kinds whose hold or pause has ended: a rate's hold-backs leave a row a kind.
-_PRUNE_KINDS = text("DELETE FROM held_kinds WHERE held_until < :now")
+_PRUNE_KINDS = "DELETE FROM held_kinds WHERE held_until < :now"
 
 # Runs only move forward: no row back means this run, or a later one, was pushed already.
-_SCHEDULE = text(
-    """
+_SCHEDULE = """
     INSERT INTO schedules (name, run_at) VALUES (:name, :run_at)
     ON CONFLICT (name) DO UPDATE SET run_at = excluded.run_at
     WHERE schedules.run_at < excluded.run_at
     RETURNING name
     """
-)
 
 
 class Jobs:
@@ -486,16 +454,16 @@ class Jobs:
             found: list[tuple[Any, ...]] = []
             for first in range(0, len(done), _DONE_AT_MOST):
                 some = done[first : first + _DONE_AT_MOST]
-                found += sql.rows(_done_many(len(some)), _numbered(some))
+                found += sql.rows(_done_many(len(some)), rows.numbered(some))
             if retry:
                 found += sql.rows(
                     _retry_many(len(retry)),
-                    _numbered(retry, lambda j: {"run_at": rows.ms(j.run_at), "error": j.error}),
+                    rows.numbered(retry, lambda j: {"run_at": rows.ms(j.run_at), "error": j.error}),
                 )
             if fail:
                 found += sql.rows(
                     _fail_many(len(fail)),
-                    _numbered(
+                    rows.numbered(
                         fail,
                         lambda j: {"failed_at": rows.ms(j.failed_at or now), "error": j.error},
                     ),
@@ -509,7 +477,7 @@ class Jobs:
     def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
         if not jobs:
             return []
-        params = {**_numbered(jobs), "until": rows.ms(until)}
+        params = {**rows.numbered(jobs), "until": rows.ms(until)}
         return [
             str(id) for (id,) in self._db.write(lambda sql: sql.rows(_renew(len(jobs)), params))
         ]
@@ -551,15 +519,15 @@ class Jobs:
     # OneAtATimeStore, AtOnceStore: kept by the claim (see _MAY and _RANKED)
 
     def keeps_one_at_a_time(self) -> None:
-        pass
+        """The claim passes over a job while a claim holds another of its kind and key."""
 
     def keeps_at_once(self) -> None:
-        pass
+        """The claim passes over a job while its kind holds as many as its limit."""
 
     # CarryStore: every push writes `carried`, and every read gives it back
 
     def keeps_carried(self) -> None:
-        pass
+        """The carried column keeps it: every push writes it, every read gives it back."""
 
     # HoldBackStore, PauseStore
 
@@ -651,19 +619,3 @@ def _kind_stats(
         failed=failed,
         oldest_due=None if oldest is None else rows.at(oldest),
     )
-
-
-def _numbered(
-    jobs: Sequence[Job], more: Callable[[Job], dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """A batch's parameters, each job's fence (id, attempts: rows.fence's) and ``more``
-    numbered by its place, as _fenced and _done_many name them. Written out, not merged from
-    rows.fence's dict for each job: 0.32 µs a job where that took 0.75."""
-    params: dict[str, Any] = {}
-    for i, job in enumerate(jobs):
-        params[f"id{i}"] = int(job.id)
-        params[f"attempts{i}"] = job.attempts
-        if more is not None:
-            for name, value in more(job).items():
-                params[f"{name}{i}"] = value
-    return params

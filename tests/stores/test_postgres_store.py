@@ -415,7 +415,7 @@ def test_a_batch_claim_reads_the_due_index_in_order_however_many_wait(
     with pg_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("ANALYZE jobs")
         conn.exec_driver_sql("ANALYZE held_kinds")
-        sql = str(postgres._CLAIM.compile(dialect=pg_engine.dialect))
+        sql = str(sa.text(postgres._CLAIM).compile(dialect=pg_engine.dialect))
         params = {"now": ms(T0), "until": ms(HOLD), "most": 128, "kinds": None, "by": None}
         plan = [
             row[0] for row in conn.exec_driver_sql(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params)
@@ -433,7 +433,7 @@ def _explained(engine: sa.Engine, statement: Any, params: dict[str, Any], plan: 
     psycopg prepares a statement run five times, and the server may then plan
     it once for any parameters: both plans must read as the test asks.
     """
-    text = str(statement.compile(dialect=engine.dialect))
+    text = str(sa.text(statement).compile(dialect=engine.dialect))
     names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", text)))
     for i, name in enumerate(names, 1):
         text = text.replace(f"%({name})s", f"${i}")

@@ -289,7 +289,7 @@ def _plan(engine: sa.Engine, statement: Any) -> list[str]:
         return [
             row[-1]
             for row in conn.exec_driver_sql(
-                f"EXPLAIN QUERY PLAN {statement.text}",
+                f"EXPLAIN QUERY PLAN {statement}",
                 {"now": 1, "until": 2, "by": None, "kinds": None},
             )
         ]
@@ -301,7 +301,7 @@ def test_a_batch_claim_reads_its_chosen_jobs_once_not_once_for_each_job_it_retur
     """A subquery of ``may`` run for each row would cost a batch of n jobs n times n rows."""
     with engine.connect() as conn:
         plan = conn.exec_driver_sql(
-            f"EXPLAIN QUERY PLAN {sqlite._claim(128).text}",
+            f"EXPLAIN QUERY PLAN {sqlite._claim(128)}",
             {"now": 1, "until": 2, "by": None, "kinds": None},
         ).all()
     correlated = {node for node, _, _, step in plan if step.startswith("CORRELATED")}

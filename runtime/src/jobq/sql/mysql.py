@@ -140,11 +140,15 @@ class Statements(rows.Statements, Protocol):
     whole; any other error goes up.
     """
 
-    def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int: ...
+    def insert(self, statement: str | TextClause, params: Mapping[str, Any]) -> int: ...
 
-    def count_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None: ...
+    def count_or_none(
+        self, statement: str | TextClause, params: Mapping[str, Any]
+    ) -> int | None: ...
 
-    def insert_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None: ...
+    def insert_or_none(
+        self, statement: str | TextClause, params: Mapping[str, Any]
+    ) -> int | None: ...
 
 
 class Database:
@@ -242,21 +246,21 @@ class _Driver:
         # One cursor for all its statements: each reads its results whole.
         self._cursor = connection.cursor()
 
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    def rows(self, statement: str | TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         self._cursor.execute(_driver_sql(statement), params)
         return list(self._cursor.fetchall())
 
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
+    def count(self, statement: str | TextClause, params: Mapping[str, Any]) -> int:
         return int(self._cursor.execute(_driver_sql(statement), params))
 
-    def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int:
+    def insert(self, statement: str | TextClause, params: Mapping[str, Any]) -> int:
         self._cursor.execute(_driver_sql(statement), params)
         return int(self._cursor.lastrowid)
 
-    def count_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None:
+    def count_or_none(self, statement: str | TextClause, params: Mapping[str, Any]) -> int | None:
         return _unless_duplicate(self.count, statement, params)
 
-    def insert_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None:
+    def insert_or_none(self, statement: str | TextClause, params: Mapping[str, Any]) -> int | None:
         return _unless_duplicate(self.insert, statement, params)
 
 
@@ -267,19 +271,19 @@ class _Through(rows.Through):
         super().__init__(connection)
         self._sa = connection
 
-    def insert(self, statement: TextClause, params: Mapping[str, Any]) -> int:
-        return int(self._sa.execute(statement, params).lastrowid)
+    def insert(self, statement: str | TextClause, params: Mapping[str, Any]) -> int:
+        return int(self._sa.execute(rows.clause(statement), params).lastrowid)
 
-    def count_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None:
+    def count_or_none(self, statement: str | TextClause, params: Mapping[str, Any]) -> int | None:
         return _unless_duplicate(self.count, statement, params)
 
-    def insert_or_none(self, statement: TextClause, params: Mapping[str, Any]) -> int | None:
+    def insert_or_none(self, statement: str | TextClause, params: Mapping[str, Any]) -> int | None:
         return _unless_duplicate(self.insert, statement, params)
 
 
 def _unless_duplicate(
-    send: Callable[[TextClause, Mapping[str, Any]], int],
-    statement: TextClause,
+    send: Callable[[str | TextClause, Mapping[str, Any]], int],
+    statement: str | TextClause,
     params: Mapping[str, Any],
 ) -> int | None:
     """What ``send`` gives, or None when a unique index turned the row away (1062)."""
@@ -292,8 +296,8 @@ def _unless_duplicate(
 
 
 @functools.cache
-def _driver_sql(statement: TextClause) -> str:
-    return str(statement.compile(dialect=_DIALECT))
+def _driver_sql(statement: str | TextClause) -> str:
+    return str(rows.clause(statement).compile(dialect=_DIALECT))
 
 
 def _check(level: str) -> None:

@@ -187,10 +187,10 @@ class _Driver:
         self.connection = connection
         self._cursor = connection.cursor()
 
-    def rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    def rows(self, statement: str | TextClause, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         return self._cursor.execute(_driver_sql(statement), params).fetchall()
 
-    def count(self, statement: TextClause, params: Mapping[str, Any]) -> int:
+    def count(self, statement: str | TextClause, params: Mapping[str, Any]) -> int:
         return self._cursor.execute(_driver_sql(statement), params).rowcount
 
     def transaction(self) -> AbstractContextManager[Any]:
@@ -206,8 +206,8 @@ class _Bound(Through):
 
 
 @functools.cache
-def _driver_sql(statement: TextClause) -> LiteralString:
-    return str(statement.compile(dialect=_DIALECT))
+def _driver_sql(statement: str | TextClause) -> LiteralString:
+    return str(rows.clause(statement).compile(dialect=_DIALECT))
 
 
 class _Listener:

@@ -127,7 +127,7 @@ class Database:
             finally:
                 raw.close()
 
-    def push(self, statement: TextClause, params: Mapping[str, Any]) -> Any:
+    def push(self, statement: str | TextClause, params: Mapping[str, Any]) -> Any:
         """The first column of the first row ``statement`` (an INSERT ... RETURNING) gives.
 
         Unbound, one statement in autocommit, a transaction of its own: no BEGIN,
@@ -139,7 +139,7 @@ class Database:
             return self.write(lambda sql: sql.rows(statement, params)[0][0])
         cursor = self._pushing_cursor()
         try:
-            return cursor.execute(statement.text, params).fetchone()[0]
+            return cursor.execute(_sql(statement), params).fetchone()[0]
         except sqlite3.Error as error:
             if not _busy(error):
                 # The file may be gone or replaced: the next push opens it anew.
@@ -179,10 +179,15 @@ class _Driver:
         self._connection = connection
 
     def rows(self, statement: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return self._connection.execute(statement.text, params).fetchall()
+        return self._connection.execute(_sql(statement), params).fetchall()
 
     def count(self, statement: Any, params: Mapping[str, Any]) -> int:
-        return self._connection.execute(statement.text, params).rowcount
+        return self._connection.execute(_sql(statement), params).rowcount
+
+
+def _sql(statement: str | TextClause) -> str:
+    """The SQL sqlite3 runs as it is, :name parameters and all."""
+    return statement if type(statement) is str else statement.text  # type: ignore[union-attr]
 
 
 @contextmanager
