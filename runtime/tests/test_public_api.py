@@ -19,6 +19,7 @@ import pytest
         "jobq.sql.mysql",
         "jobq.sql.pool",
         "jobq.sql.postgres",
+        "jobq.sql.process",
         "jobq.sql.rows",
         "jobq.sql.sqlite",
     ],

@@ -445,6 +445,29 @@ def test_a_connection_the_server_dropped_is_unavailable_once_then_replaced(
         assert jobs.claim(T0, T0 + timedelta(minutes=5)) is not None
 
 
+def test_a_pool_with_no_connection_free_in_time_is_store_unavailable_saying_which_setting(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    module, engine = db
+    url = engine.url.render_as_string(hide_password=False)
+    small = module.make_engine(url, pool_size=1, max_overflow=0, pool_timeout=0.1)
+    try:
+        taken, _, _ = autocommit(small).take()  # the store's own pool's one connection
+        try:
+            with pytest.raises(StoreUnavailable) as raised:
+                module.Jobs(small).push(_job())
+        finally:
+            taken.close()
+        assert str(raised.value).startswith("no database connection was free in time (")
+        assert str(raised.value).endswith(
+            "): the pool is smaller than the threads that use it at once; raise pool_size "
+            "or max_overflow in make_engine, or lower QUEUE_WORKERS"
+        )
+        module.Jobs(small).push(_job())  # the connection back, a push goes in
+    finally:
+        small.dispose()
+
+
 def test_an_error_is_told_in_one_line(db: tuple[ModuleType, sa.Engine]) -> None:
     module, engine = db
     with engine.begin() as conn:

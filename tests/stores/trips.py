@@ -34,7 +34,7 @@ def one_connection(module: ModuleType, engine: sa.Engine) -> Iterator[sa.Engine]
 def counting(engine: sa.Engine, pool: Any = None) -> Iterator[Callable[[], int]]:
     """Yield a function that says how many round trips were made since the block began.
 
-    On the engine's one connection, or on the store's own pool's (jobs_pool.py;
+    On the engine's one connection, or on the store's own pool's (jobq.sql.pool;
     of one, too) when given.
     """
     if pool is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 
-from jobq.sql.rows import *  # noqa: F403  (its __all__, as before)
+from jobq.sql.rows import *  # noqa: F403  (all it lists: what jobq.rows had, and more)
 from jobq.sql.rows import __all__  # noqa: F401
 
 warnings.warn(

@@ -14,7 +14,10 @@ of its store file:
   autocommit on the store's own pool (``jobq.sql.pool``) or in a transaction,
   a statement that deadlocked run once more, Postgres's LISTEN thread, and
   each server's error codes as jobq's portable errors;
-- ``jobq.sql.engine``: what the server engines share (their timeouts' checks).
+- ``jobq.sql.engine``: what the server engines share (their timeouts' checks,
+  a pool with no connection free);
+- ``jobq.sql.process``: the process a kept connection belongs to (a fork makes
+  its own).
 
 Each database's module needs SQLAlchemy and its driver: install jobq with the
 extra (``jobq[sqlite]``, ``jobq[postgres]``, ``jobq[mysql]``). ``import jobq``

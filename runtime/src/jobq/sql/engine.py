@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from jobq.errors import ConfigError
+from jobq.errors import ConfigError, StoreUnavailable
 
-__all__ = ["check_timeouts"]
+__all__ = ["check_timeouts", "no_connection_free"]
 
 
 def check_timeouts(busy_timeout: float, connect_timeout: float, read_timeout: float | None) -> None:
@@ -24,3 +24,13 @@ def check_timeouts(busy_timeout: float, connect_timeout: float, read_timeout: fl
             f"read_timeout is {read_timeout!r}: give a number of seconds, more than "
             f"busy_timeout ({busy_timeout!r}), or None to wait for ever"
         )
+
+
+def no_connection_free(error: Exception) -> StoreUnavailable:
+    """What a server store says when its pool gave no connection in time (``error``,
+    SQLAlchemy's TimeoutError)."""
+    return StoreUnavailable(
+        f"no database connection was free in time ({error}): the pool is smaller "
+        f"than the threads that use it at once; raise pool_size or max_overflow "
+        f"in make_engine, or lower QUEUE_WORKERS"
+    )

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.sql import rows
-from jobq.sql.engine import check_timeouts
+from jobq.sql.engine import check_timeouts, no_connection_free
 from jobq.sql.pool import autocommit
 
 if TYPE_CHECKING:
@@ -327,11 +327,7 @@ def _translate(error: Exception) -> StoreError:
     if isinstance(error, exc.DBAPIError):
         return _portable(error.orig, error.connection_invalidated)
     if isinstance(error, exc.TimeoutError):
-        return StoreUnavailable(
-            f"no database connection was free in time ({error}): the pool is smaller "
-            f"than the threads that use it at once; raise pool_size or max_overflow "
-            f"in make_engine, or lower QUEUE_WORKERS"
-        )
+        return no_connection_free(error)
     return _portable(error, False)
 
 

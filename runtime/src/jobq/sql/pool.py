@@ -20,13 +20,14 @@ round trips, where their few µs of CPU run with the caches cold.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import event
+
+from jobq.sql import process
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -82,7 +83,7 @@ class Kept:
         self._error = dialect.loaded_dbapi.Error  # the driver's base class of errors
         self._kept: list[Lent] = []
         self._parents: list[object] = []  # a forked process's parent's, left alone
-        self._pid = _pid
+        self._pid = process.pid()
 
     def run(self, work: Callable[[S], T], statements: Callable[[Any], S]) -> T:
         """``work`` on a kept connection, given the store's statements on it.
@@ -107,12 +108,12 @@ class Kept:
 
     def take(self) -> Lent:
         """A kept connection, or one from the pool; ``put_back`` it after the statement."""
-        if self._pid != _pid:
+        if self._pid != process.pid():
             # The parent's sockets, kept or in its pool: neither used nor closed
             # here, where closing would say goodbye on the parent's connections
             # (as engine.dispose(close=False) leaves them).
             self._parents.append((self._kept, self._pool))
-            self._kept, self._pool, self._pid = [], self._pool.recreate(), _pid
+            self._kept, self._pool, self._pid = [], self._pool.recreate(), process.pid()
         while True:
             try:
                 lent = self._kept.pop()
@@ -143,14 +144,3 @@ class Kept:
 # A connection the store took from its pool: with when it took it (time.monotonic),
 # and its statements once made (Kept.run).
 Lent = tuple["PoolProxiedConnection", float, Any]
-
-
-def _forked() -> None:
-    """In a child process, just forked: Kept.take compares with this, not os.getpid()
-    (a system call) for each statement."""
-    global _pid
-    _pid = os.getpid()
-
-
-_pid = os.getpid()
-os.register_at_fork(after_in_child=_forked)

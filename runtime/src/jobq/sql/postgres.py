@@ -28,7 +28,7 @@ from sqlalchemy import create_engine, exc
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.sql import rows
-from jobq.sql.engine import check_timeouts
+from jobq.sql.engine import check_timeouts, no_connection_free
 from jobq.sql.pool import autocommit
 from jobq.sql.rows import Through
 
@@ -311,11 +311,7 @@ def _translate(error: Exception) -> StoreError:
         return _portable(error.orig, error.connection_invalidated)
     if isinstance(error, psycopg.Error):
         return _portable(error, False)
-    return StoreUnavailable(
-        f"no database connection was free in time ({error}): the pool is smaller "
-        f"than the threads that use it at once; raise pool_size or max_overflow "
-        f"in make_engine, or lower QUEUE_WORKERS"
-    )
+    return no_connection_free(error)
 
 
 def sqlstate(error: BaseException | None) -> str:

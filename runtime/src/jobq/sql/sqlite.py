@@ -12,7 +12,6 @@ Needs SQLAlchemy (``jobq[sqlite]``) and SQLite 3.35 or later (RETURNING).
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
+from jobq.sql import process
 from jobq.sql.rows import Statements, Through
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class Database:
         rest of the store's Python in a push.
         """
         kept: tuple[int, sqlite3.Cursor] | None = getattr(self._pushing, "kept", None)
-        if kept is not None and kept[0] == _pid:
+        if kept is not None and kept[0] == process.pid():
             return kept[1]
         with _translated():
             raw = self.engine.raw_connection()
@@ -163,7 +163,7 @@ class Database:
         raw.detach()  # ours from now on: closed as the thread ends and its local goes
         connection.isolation_level = None  # autocommit, whatever the engine was made with
         cursor = connection.cursor()
-        self._pushing.kept = (_pid, cursor)
+        self._pushing.kept = (process.pid(), cursor)
         return cursor
 
 
@@ -234,14 +234,3 @@ def _portable(original: BaseException | None, invalidated: bool) -> StoreError:
     if "no such table" in str(original) or "no such column" in str(original):
         return StoreError(f"{original}: run the app's migrations (./myapp migrate)")
     return StoreError(f"the jobs table could not be written or read: {original}")
-
-
-def _forked() -> None:
-    """In a child process, just forked: a push compares with this, not os.getpid()
-    (a system call) each time."""
-    global _pid
-    _pid = os.getpid()
-
-
-_pid = os.getpid()
-os.register_at_fork(after_in_child=_forked)
