@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobq.attempt import Attempts
+from jobq.buffer import LONGEST, Buffer
 from jobq.errors import StoreError
 from jobq.job import Job
 from jobq.kind import Kind
 from jobq.log import say
 from jobq.run import Run, Settings
 from jobq.sidetasks import SideTasks
+from jobq.store import GiveBackStore
 from jobq.wakeup import running_loop
 
 if TYPE_CHECKING:
@@ -30,35 +33,56 @@ __all__ = ["Loop", "drain"]
 
 
 class _Slots:
-    """The workers. A job takes a slot as it is claimed and gives it back as its handler returns.
+    """The workers. A job takes a slot as it starts and gives it back as its handler returns;
+    a slot given back goes at once to the next buffered job, if one waits.
 
     (A plain function that ran past its timeout keeps its slot until its thread
     returns: the thread cannot be stopped, and it still takes a worker.)
     """
 
-    def __init__(self, workers: int) -> None:
+    def __init__(
+        self, workers: int, buffer: Buffer, start: Callable[[Job, datetime], None]
+    ) -> None:
         self.free = workers
-        self._given = asyncio.Event()
+        self._buffer = buffer
+        self._start = start
+        self._changed = asyncio.Event()
 
     def take(self) -> Callable[[], None]:
         """Take a slot; return the function that gives it back (once, however often called)."""
         self.free -= 1
+        taken = time.monotonic()
         given = False
 
         def give() -> None:
             nonlocal given
-            if not given:
-                given = True
-                self.free += 1
-                self._given.set()
+            if given:
+                return
+            given = True
+            buffer = self._buffer
+            buffer.took(time.monotonic() - taken)
+            self.free += 1
+            buffered = buffer.take()
+            if buffered is not None:
+                self._start(*buffered)
+            if self.wanting():
+                self._changed.set()
 
         return give
 
-    async def wait(self) -> None:
-        """Return once a slot is free."""
-        while self.free == 0:
-            self._given.clear()
-            await self._given.wait()
+    def wanting(self) -> bool:
+        """Whether to claim now: a worker is free with nothing buffered, or the buffer runs low."""
+        return (self.free > 0 and not self._buffer) or self._buffer.low()
+
+    async def wanted(self) -> None:
+        """Return once a claim is wanted."""
+        while not self.wanting():
+            self._changed.clear()
+            await self._changed.wait()
+
+    def poke(self) -> None:
+        """Look again whether a claim is wanted (the buffer changed outside ``give``)."""
+        self._changed.set()
 
 
 class Loop:
@@ -87,6 +111,11 @@ class Loop:
         self._side = SideTasks(self._run, task)
         self._attempts = Attempts(self._run)
         self._stop_asked = False
+        # Claimed ahead of the workers: only where a job can go back with its attempt.
+        self._buffer = Buffer(workers, enabled=isinstance(queue.store, GiveBackStore))
+        self._slots = _Slots(workers, self._buffer, self._start)
+        self._stale_check: asyncio.TimerHandle | None = None
+        self._given_back: set[asyncio.Task[bool]] = set()
 
     def stop(self) -> None:
         """Have ``run`` stop gracefully and return (``Queue.stop``)."""
@@ -99,24 +128,29 @@ class Loop:
 
     async def run(self) -> None:
         run, side = self._run, self._side
-        slots = _Slots(run.workers)
-        loop, held, running = run.loop, run.held, run.running
-        hold, work = run.hold, self._attempts.work
+        slots, buffer = self._slots, self._buffer
+        held, hold = run.held, run.hold
         side_tasks = side.schedules(self._schedules)
         held.start()
         stop_listening = await side.listen()
         say(logging.INFO, "the queue runs", workers=run.workers, kinds=len(run.kinds))
         try:
             while True:
-                await slots.wait()
-                claimed, jobs = await self._claim_or_wait(slots.free)
+                await slots.wanted()
+                ahead = slots.free == 0  # every worker busy: this claim fills the buffer
+                most = slots.free + buffer.room()
+                claimed, jobs = await self._claim_or_wait(most, wait=not ahead)
+                buffer.short = len(jobs) < most
                 for job in jobs:
-                    give = slots.take()
-                    held.add(job, claimed + hold, run.renew_for(job))
-                    # The task leaves ``running`` as it ends (see Attempts.work): no callback a job.
-                    running.add(
-                        loop.create_task(work(job, give, claimed), name=f"jobq job {job.id}")
-                    )
+                    if slots.free:
+                        held.add(job, claimed + hold, run.renew_for(job))
+                        self._start(job, claimed)
+                    else:
+                        # Renewed for its wait in the buffer too, which LONGEST bounds.
+                        held.add(job, claimed + hold, run.renew_for(job) + LONGEST)
+                        buffer.put(job, claimed)
+                if len(buffer) and self._stale_check is None:
+                    self._check_stale()
         except asyncio.CancelledError:
             me = asyncio.current_task()
             if (self._stop_asked or side.failure is not None) and me is not None:
@@ -137,8 +171,35 @@ class Loop:
         if side.failure is not None:
             raise side.failure
 
-    async def _claim_or_wait(self, most: int) -> tuple[datetime, list[Job]]:
-        """Claim a job for each free worker, in one go; with none due, wait for one.
+    def _start(self, job: Job, claimed: datetime) -> None:
+        """Start a claimed job's attempt in a task of its own, on a slot it takes."""
+        run = self._run
+        give = self._slots.take()
+        # The task leaves ``running`` as it ends (see Attempts.work): no callback a job.
+        task = run.loop.create_task(
+            self._attempts.work(job, give, claimed), name=f"jobq job {job.id}"
+        )
+        run.running.add(task)
+
+    def _check_stale(self) -> None:
+        """Give back the jobs buffered too long (their workers are held up); look again later."""
+        self._stale_check = None
+        for job in self._buffer.stale():
+            self._give_back(job, "buffered past its wait while every worker was busy")
+        at = self._buffer.next_stale()
+        if at is not None:
+            self._stale_check = self._run.loop.call_at(
+                self._run.loop.time() + max(0.0, at - time.monotonic()), self._check_stale
+            )
+        self._slots.poke()
+
+    def _give_back(self, job: Job, why: str) -> None:
+        task = self._run.loop.create_task(self._attempts.putback.give_back(job, why))
+        self._given_back.add(task)
+        task.add_done_callback(self._given_back.discard)
+
+    async def _claim_or_wait(self, most: int, *, wait: bool) -> tuple[datetime, list[Job]]:
+        """Claim up to ``most`` jobs in one go; with none due and ``wait``, wait for one.
 
         Returns the claim's time with its jobs.
         """
@@ -164,11 +225,16 @@ class Loop:
             )
             await wakeup.wait(run.queue.poll)
             return now, []
-        if not jobs:
+        if not jobs and wait:
             await wakeup.wait(wakeup.until_next_due(now, run.queue.poll))
         return now, jobs
 
     async def _stop(self) -> None:
+        if self._stale_check is not None:
+            self._stale_check.cancel()
+        # The buffered jobs never started: back at once, for another instance or the next start.
+        for job in self._buffer.clear():
+            self._give_back(job, "stopped with the queue before it ran")
         running = set(self._run.running)
         if running:
             grace = self._run.queue.grace
@@ -177,6 +243,8 @@ class Loop:
             if late:
                 self._run.deadlines.cut_all()  # an async handler's job goes back, due at once
                 await asyncio.wait(late)
+        if self._given_back:
+            await asyncio.wait(self._given_back)
         await self._attempts.outcomes.kept_all()
 
 
