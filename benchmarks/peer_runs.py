@@ -3,9 +3,11 @@
     VENV/bin/python benchmarks/peer_runs.py pgqueuer POSTGRES_DSN JOBS [BATCH]
     VENV/bin/python benchmarks/peer_runs.py huey SQLITE_FILE JOBS WORKERS
 
-Pushes JOBS no-op jobs, then runs them all, and prints one line of JSON:
-``{"seconds": ..., "version": ...}``, the seconds from the first job started
-to the last one done. Standard library and the peer only: jobq is not
+Pushes JOBS no-op jobs, prints ``ready`` and waits for a line on its standard
+input (the parent reads the server's CPU then), runs them all, and prints one
+line of JSON: ``{"seconds": ..., "cpu": ..., "version": ...}``, the seconds
+from the first job started to the last one done, and this process's CPU
+seconds over the run. Standard library and the peer only: jobq is not
 installed here, and the peers are not installed in the project's .venv.
 """
 
@@ -22,6 +24,13 @@ from importlib.metadata import version
 from typing import Any
 
 
+def ready() -> float:
+    """Tell the parent the jobs are pushed, wait for its go; this process's CPU time then."""
+    print("ready", flush=True)
+    sys.stdin.readline()
+    return time.process_time()
+
+
 def pgqueuer_run(dsn: str, n: int, batch: int) -> dict[str, Any]:
     """pgqueuer's QueueManager, on asyncpg, drained: its defaults but ``batch`` (its default 10)."""
     import asyncio
@@ -29,6 +38,8 @@ def pgqueuer_run(dsn: str, n: int, batch: int) -> dict[str, Any]:
     import asyncpg
     from pgqueuer import AsyncpgDriver, Job, Queries, QueueManager
     from pgqueuer.types import QueueExecutionMode
+
+    cpu = [0.0]
 
     async def main() -> float:
         connection = await asyncpg.connect(dsn)
@@ -46,6 +57,7 @@ def pgqueuer_run(dsn: str, n: int, batch: int) -> dict[str, Any]:
                 )
             manager = QueueManager(queries)
             first: list[float] = []
+            cpu[0] = ready()
 
             @manager.entrypoint("noop")
             async def noop(job: Job) -> None:
@@ -56,6 +68,7 @@ def pgqueuer_run(dsn: str, n: int, batch: int) -> dict[str, Any]:
             # written (its status log buffer is flushed as run leaves), i.e. all are done.
             await manager.run(mode=QueueExecutionMode.drain, batch_size=batch)
             ended = time.perf_counter()
+            cpu[0] = time.process_time() - cpu[0]
             left = await connection.fetchval("SELECT count(*) FROM pgqueuer")
             if left:
                 raise SystemExit(f"pgqueuer left {left} jobs in its table")
@@ -63,7 +76,8 @@ def pgqueuer_run(dsn: str, n: int, batch: int) -> dict[str, Any]:
         finally:
             await connection.close()
 
-    return {"seconds": asyncio.run(main()), "version": version("pgqueuer")}
+    seconds = asyncio.run(main())
+    return {"seconds": seconds, "cpu": cpu[0], "version": version("pgqueuer")}
 
 
 def huey_run(filename: str, n: int, workers: int) -> dict[str, Any]:
@@ -113,13 +127,15 @@ def huey_run(filename: str, n: int, workers: int) -> dict[str, Any]:
     for i in range(n):
         noop(i)
     consumer = huey.create_consumer(workers=workers, worker_type="thread", periodic=False)
+    cpu = ready()
     consumer.start()
     try:
         if not done.wait(timeout=600):
             raise SystemExit(f"huey ran {count[0]} of {n} jobs in 10 minutes")
+        cpu = time.process_time() - cpu
     finally:
         consumer.stop(graceful=True)
-    return {"seconds": last[0] - first[0], "version": version("huey")}
+    return {"seconds": last[0] - first[0], "cpu": cpu, "version": version("huey")}
 
 
 def main() -> None:

@@ -7,17 +7,19 @@
 In one run, on each database (a database of its own on each server, a file for SQLite):
 
 1. run: --jobs no-op jobs (an ``async def`` handler), all pushed first, then run
-   through ``jobq.Queue.run`` with the template's store, with 1, 4, 16 and 128
-   workers; timed from the first job started to the last one done. A store that
-   is a ``jobq.BatchStore`` has its batches used by the queue by itself: a
-   claim takes as many jobs as there are free workers, so more workers make
-   fewer round trips a job.
-2. the peer, the same jobs the same way: pgqueuer on Postgres (on asyncpg, its
-   defaults, batches of 10, and again with batches of 128, what our claims take
-   with 128 workers), huey on SQLite (a file, thread workers, 1, 4, 16 and 128).
-   They are installed from PyPI into a virtual environment of the benchmark's
-   own (--venv), made once and reused, and run in subprocesses with its Python:
-   the project's .venv never has them.
+   through ``jobq.Queue.run`` with the template's store, with 1, 4 (the app's
+   default, ``QUEUE_WORKERS``), 16 and 128 workers, and with 4 workers and a
+   ``def`` handler; timed from the first job started to the last one done,
+   with the app's CPU and the server's over the same span, a job (µs). A
+   run claims for its free workers and, for short jobs, a buffer ahead of
+   them (docs/store.md, "Claiming ahead").
+2. the peer, the same jobs the same way, at its defaults and at its best:
+   pgqueuer on Postgres (on asyncpg) with batches of 10 (its default) and
+   128; huey on SQLite (a file, thread workers) with 1 thread (its default),
+   4 and 16. They are installed from PyPI into a virtual environment of the
+   benchmark's own (--venv), made once and reused, and run in subprocesses
+   with its Python: the project's .venv never has them. Their CPU is their
+   process's and the server's over the run, pushes excluded.
 3. push: --jobs pushes, one per call as a request does (``Kind.push``), beside
    the raw driver's single INSERT of the same row, one per call; the two take
    turns, in blocks of a tenth of --jobs, on the same table.
@@ -27,7 +29,9 @@ In one run, on each database (a database of its own on each server, a file for S
 
 Each figure is the median of --repeat rounds; a round measures everything once,
 so a spell of load on the machine falls on every figure alike. It ends with one
-table, and the targets of issue 12 marked as met or not.
+table of rates, CPU and ratios (ours at the app's defaults and at our best,
+against each peer at its defaults and at its best, and against the raw
+cycle of 100), and the goals of issue 27 marked as met or not.
 
 The stores are the template's sources, template/_stores/*.py, loaded by path.
 The server URLs come from JOBQ_TEST_POSTGRES_URL and JOBQ_TEST_MYSQL_URL, as
@@ -42,6 +46,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import sqlite3
 import statistics
@@ -64,6 +69,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
 
 import sources  # noqa: E402
+from cpu import ServerCpu  # noqa: E402
 from databases import database  # noqa: E402
 
 DATABASES = ("sqlite", "postgres", "mysql")
@@ -73,6 +79,8 @@ PEER_PACKAGES = ("pgqueuer", "huey", "asyncpg")
 # Async no-op handlers: a worker is a task, and 128 cost no more to keep than 4 (River
 # runs 100 at once by default). A claim takes a job for each free worker.
 WORKERS = (1, 4, 16, 128)
+APP_WORKERS = 4  # the app's default, QUEUE_WORKERS in the template's settings
+HUEY_THREADS = (1, 4, 16)  # its default is 1
 PGQUEUER_BATCHES = (10, 128)  # its default, and the batch our claims take with 128 workers
 BATCHES = (1, 10, 100)
 HOLD_MS = 5 * 60 * 1000
@@ -107,15 +115,36 @@ def peer_python(folder: Path) -> Path:
     return python
 
 
-def peer_seconds(python: Path, *args: str) -> tuple[float, str]:
-    """Seconds of one peer run from the first job started to the last done; its version."""
-    done = subprocess.run(
-        [str(python), str(CHILD), *args], capture_output=True, text=True, timeout=900
+def peer_run(python: Path, server: ServerCpu, *args: str) -> tuple[float, float, float, str]:
+    """One peer run: seconds from the first job started to the last done, its CPU seconds
+    and the server's over the run (not the push), and the peer's version."""
+    child = subprocess.Popen(
+        [str(python), str(CHILD), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    if done.returncode != 0:
-        sys.exit(f"the {args[0]} run failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    return float(result["seconds"]), str(result["version"])
+    assert child.stdin is not None
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    if line.strip() != "ready":
+        _, err = child.communicate(timeout=60)
+        sys.exit(f"the {args[0]} run failed before its run:\n{line}{err[-3000:]}")
+    before = server.seconds()
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    out, err = child.communicate(timeout=900)
+    after = server.seconds()
+    if child.returncode != 0:
+        sys.exit(f"the {args[0]} run failed ({child.returncode}):\n{err[-3000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    return (
+        float(result["seconds"]),
+        float(result["cpu"]),
+        _spent(before, after),
+        str(result["version"]),
+    )
 
 
 # --- our queue ---------------------------------------------------------------------
@@ -142,20 +171,52 @@ def vacuum(url: str) -> None:
     engine.dispose()
 
 
-def ours(module: ModuleType, url: str, n: int, workers: int) -> tuple[float, bool]:
-    """Jobs a second through Queue.run, of n pushed first; whether the store is a BatchStore."""
+@dataclass
+class Measured:
+    """A run's jobs a second, and its CPU per job: the app's and the server's (µs)."""
+
+    rate: float
+    cpu: float
+    server: float
+
+
+def ours(
+    module: ModuleType, url: str, n: int, workers: int, *, plain: bool = False
+) -> tuple[Measured, bool]:
+    """n jobs pushed first, then run through Queue.run; whether the store is a BatchStore.
+
+    ``plain``: the handler is a ``def``, run in the queue's threads, not an ``async def``.
+    """
     engine = module.make_engine(url, pool_size=workers + 4)
     clear(engine)
     store = module.Jobs(engine)
     queue = jobq.Queue(store, workers=workers, poll=1.0)
     first = last = 0.0
     left = n
+    server = ServerCpu(url)
+    # CPU over the jobs run, as the rate is: from the first job started to the last done.
+    cpu: dict[str, float | None] = {}
 
-    @queue.kind("noop")
-    async def noop(value: int) -> None:
+    def started() -> None:
         nonlocal first
         if not first:
+            cpu["server"], cpu["app"] = server.seconds(), time.process_time()
             first = time.perf_counter()
+
+    if plain:
+
+        @queue.kind("noop")
+        def noop_plain(value: int) -> None:
+            started()
+
+        push = noop_plain.push
+    else:
+
+        @queue.kind("noop")
+        async def noop(value: int) -> None:
+            started()
+
+        push = noop.push
 
     def ran(outcome: jobq.Ran) -> None:
         nonlocal left, last
@@ -164,16 +225,26 @@ def ours(module: ModuleType, url: str, n: int, workers: int) -> tuple[float, boo
         left -= 1
         if left == 0:
             last = time.perf_counter()
+            cpu["app_after"], cpu["server_after"] = time.process_time(), server.seconds()
             queue.stop()
 
     queue.observe = ran
     for i in range(n):
-        noop.push(i)
+        push(i)
     asyncio.run(queue.run())
     engine.dispose()
     if left:
         raise SystemExit(f"Queue.run stopped with {left} of {n} jobs not run")
-    return n / (last - first), isinstance(store, jobq.BatchStore)
+    measured = Measured(
+        n / (last - first),
+        _spent(cpu["app"], cpu["app_after"]) / n * 1e6,
+        _spent(cpu["server"], cpu["server_after"]) / n * 1e6,
+    )
+    return measured, isinstance(store, jobq.BatchStore)
+
+
+def _spent(before: float | None, after: float | None) -> float:
+    return after - before if after is not None and before is not None else float("nan")
 
 
 PUSH_BLOCKS = 10  # blocks of Kind.push and of the raw INSERT, taken in turn
@@ -404,6 +475,12 @@ class Samples:
     def add(self, what: str, value: float) -> None:
         self.taken.setdefault(what, []).append(value)
 
+    def add_run(self, what: str, measured: Measured) -> None:
+        """A run's rate under ``what``, its CPU per job under ``cpu:what`` and ``server:what``."""
+        self.add(what, measured.rate)
+        self.add(f"cpu:{what}", measured.cpu)
+        self.add(f"server:{what}", measured.server)
+
     def median(self, what: str) -> float | None:
         values = self.taken.get(what)
         return statistics.median(values) if values else None
@@ -436,31 +513,38 @@ def one_round(
     samples: Samples,
 ) -> None:
     for workers in WORKERS:
-        rate, samples.batch_store = ours(module, url, n, workers)
-        samples.add(f"ours {workers}", rate)
+        measured, samples.batch_store = ours(module, url, n, workers)
+        samples.add_run(f"ours {workers}", measured)
+    measured, _ = ours(module, url, n, APP_WORKERS, plain=True)
+    samples.add_run(f"def {APP_WORKERS}", measured)
     peer = PEERS.get(db)
     if peer and python:
         if peer == "pgqueuer":
             dsn = sa.make_url(peer_url).set(drivername="postgresql")
             for batch in PGQUEUER_BATCHES:
                 vacuum(peer_url)  # its table as fresh as ours is at each run
-                seconds, samples.peer_version = peer_seconds(
+                seconds, cpu, server, samples.peer_version = peer_run(
                     python,
+                    ServerCpu(peer_url),
                     "pgqueuer",
                     dsn.render_as_string(hide_password=False),
                     str(n),
                     str(batch),
                 )
-                samples.add(f"pgqueuer {batch}", n / seconds)
+                samples.add_run(
+                    f"peer {batch}", Measured(n / seconds, cpu / n * 1e6, server / n * 1e6)
+                )
         else:
-            for workers in WORKERS:
+            for threads in HUEY_THREADS:
                 file = Path(peer_url)
                 for old in file.parent.glob(file.name + "*"):
                     old.unlink()
-                seconds, samples.peer_version = peer_seconds(
-                    python, "huey", str(file), str(n), str(workers)
+                seconds, cpu, server, samples.peer_version = peer_run(
+                    python, ServerCpu(f"sqlite:///{file}"), "huey", str(file), str(n), str(threads)
                 )
-                samples.add(f"peer {workers}", n / seconds)
+                samples.add_run(
+                    f"peer {threads}", Measured(n / seconds, cpu / n * 1e6, server / n * 1e6)
+                )
     with Raw.open(db, url) as raw:
         push, insert = pushes(module, url, raw, n)
         samples.add("push", push)
@@ -472,6 +556,10 @@ def one_round(
 
 # --- the table ---------------------------------------------------------------------
 
+# Each peer's defaults: pgqueuer claims batches of 10; huey's consumer runs 1 thread.
+PEER_DEFAULT = {"postgres": PGQUEUER_BATCHES[0], "sqlite": HUEY_THREADS[0]}
+PEER_SETTING = {"postgres": "batch", "sqlite": "threads"}
+
 
 def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}/s"
@@ -481,109 +569,180 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None else f"{a / b:.2f}x"
 
 
+def _cpu(s: Samples, what: str) -> str:
+    """The app's CPU per job, and the server's where there is one: ``164 / 425 µs``."""
+    cpu, server = s.median(f"cpu:{what}"), s.median(f"server:{what}")
+    if cpu is None:
+        return "-"
+    if server is None or math.isnan(server):
+        return f"{cpu:,.0f} µs"
+    return f"{cpu:,.0f} / {server:,.0f} µs"
+
+
+@dataclass
+class Figures:
+    """What the table and the goals read of one database's samples."""
+
+    app: float | None  # ours at the app's defaults (4 workers, async handler)
+    best: tuple[float, int] | None  # ours at our best, and its workers
+    peer_default: float | None
+    peer_best: tuple[float, int] | None  # the peer at its best, and its setting
+    cycle: float | None  # the raw driver's cycle of 100
+
+    @classmethod
+    def of(cls, s: Samples, db: str) -> Figures:
+        default = PEER_DEFAULT.get(db)
+        return cls(
+            app=s.median(f"ours {APP_WORKERS}"),
+            best=s.best("ours"),
+            peer_default=None if default is None else s.median(f"peer {default}"),
+            peer_best=s.best("peer"),
+            cycle=s.median(f"cycle {BATCHES[-1]}"),
+        )
+
+
 def table(dbs: list[str], results: dict[str, Samples]) -> list[str]:
     lines = [
-        "| " + " | ".join(["jobs a second", *(NAMES[db] for db in dbs)]) + " |",
+        "| " + " | ".join(["", *(NAMES[db] for db in dbs)]) + " |",
         "| --- |" + " ---: |" * len(dbs),
     ]
+    figures = {db: Figures.of(results[db], db) for db in dbs}
 
-    def line(label: str, cell: Callable[[Samples, str], str]) -> None:
-        lines.append(f"| {label} | " + " | ".join(cell(results[db], db) for db in dbs) + " |")
+    def line(label: str, cell: Callable[[Samples, Figures, str], str]) -> None:
+        lines.append(
+            f"| {label} | " + " | ".join(cell(results[db], figures[db], db) for db in dbs) + " |"
+        )
 
-    def ours_cell(s: Samples, db: str) -> str:
-        best = s.best("ours")
-        return "-" if best is None else f"{best[0]:,.0f}/s ({best[1]}w)"
+    def best_of(f: Figures) -> float | None:
+        return None if f.best is None else f.best[0]
 
-    def peer_cell(s: Samples, db: str) -> str:
-        rate = peer(s, db)
-        if rate is None:
+    def peer_best(f: Figures) -> float | None:
+        return None if f.peer_best is None else f.peer_best[0]
+
+    for workers in WORKERS:
+        what = f"ours {workers}"
+        default = " (the app's default)" if workers == APP_WORKERS else ""
+        line(
+            f"ours, {workers} workers{default}: jobs/s, CPU a job (app / server)",
+            lambda s, f, db, what=what: f"{_rate(s.median(what))}, {_cpu(s, what)}",
+        )
+    what = f"def {APP_WORKERS}"
+    line(
+        f"ours, {APP_WORKERS} workers, a `def` handler",
+        lambda s, f, db: f"{_rate(s.median(what))}, {_cpu(s, what)}",
+    )
+
+    def peer_cell(s: Samples, f: Figures, db: str) -> str:
+        if db not in PEERS:
             return "(no Python peer)"
-        best = s.best("peer")
-        workers = f", {best[1]}w" if db == "sqlite" and best else ""
-        return f"{PEERS[db]} {rate:,.0f}/s{workers}"
+        found = [
+            (int(w.split()[-1]), m)
+            for w in s.taken
+            if w.startswith("peer ") and (m := s.median(w)) is not None
+        ]
+        return "; ".join(
+            f"{PEER_SETTING[db]} {k}: {_rate(m)}, {_cpu(s, f'peer {k}')}" for k, m in sorted(found)
+        )
 
-    def best_of(s: Samples, prefix: str) -> float | None:
-        best = s.best(prefix)
-        return None if best is None else best[0]
-
-    line("run, ours (best of 1, 4, 16 and 128 workers)", ours_cell)
-    line("run, peer (pgqueuer at its defaults, batches of 10; huey at its best)", peer_cell)
-    line("run, ours / peer", lambda s, db: _ratio(best_of(s, "ours"), peer(s, db)))
-    big = f"pgqueuer {PGQUEUER_BATCHES[-1]}"
+    line("peer (pgqueuer by batch; huey by threads)", peer_cell)
     line(
-        f"run, pgqueuer with batches of {PGQUEUER_BATCHES[-1]}", lambda s, db: _rate(s.median(big))
+        "ours at the app's defaults / peer at its defaults",
+        lambda s, f, db: _ratio(f.app, f.peer_default),
     )
     line(
-        f"run, ours / pgqueuer with batches of {PGQUEUER_BATCHES[-1]}",
-        lambda s, db: _ratio(best_of(s, "ours"), s.median(big)),
+        "ours at the app's defaults / peer at its best",
+        lambda s, f, db: _ratio(f.app, peer_best(f)),
     )
-    line("push, ours (Kind.push, one a call)", lambda s, db: _rate(s.median("push")))
-    line("insert, raw driver (one a call)", lambda s, db: _rate(s.median("insert")))
-    line("push / raw insert", lambda s, db: _ratio(s.median("push"), s.median("insert")))
-
-    def cycle(batch: int) -> Callable[[Samples, str], str]:
-        return lambda s, db: _rate(s.median(f"cycle {batch}"))
-
+    line(
+        "ours at our best / peer at its defaults",
+        lambda s, f, db: _ratio(best_of(f), f.peer_default),
+    )
+    line("ours at our best / peer at its best", lambda s, f, db: _ratio(best_of(f), peer_best(f)))
+    line("push, ours (Kind.push, one a call)", lambda s, f, db: _rate(s.median("push")))
+    line("insert, raw driver (one a call)", lambda s, f, db: _rate(s.median("insert")))
+    line("push / raw insert", lambda s, f, db: _ratio(s.median("push"), s.median("insert")))
     for batch in BATCHES:
-        line(f"raw cycle, batch of {batch}", cycle(batch))
+        line(
+            f"raw cycle, batch of {batch}",
+            lambda s, f, db, batch=batch: _rate(s.median(f"cycle {batch}")),
+        )
     line(
-        "run, ours / raw cycle of 10",
-        lambda s, db: _ratio(best_of(s, "ours"), s.median("cycle 10")),
+        f"ours at the app's defaults / raw cycle of {BATCHES[-1]}",
+        lambda s, f, db: _ratio(f.app, f.cycle),
+    )
+    line(
+        f"ours at our best / raw cycle of {BATCHES[-1]}",
+        lambda s, f, db: _ratio(best_of(f), f.cycle),
     )
     return lines
 
 
-def peer(s: Samples, db: str) -> float | None:
-    """The peer's rate the goals are read against: pgqueuer at its defaults, huey's best."""
-    if db == "postgres":
-        return s.median(f"pgqueuer {PGQUEUER_BATCHES[0]}")
-    best = s.best("peer")
-    return None if best is None else best[0]
+# Issue 27's CPU per job before it (µs, the app's / the server's), read as "no worse".
+CPU_BEFORE = {
+    ("sqlite", APP_WORKERS): (141.0, None),
+    ("postgres", APP_WORKERS): (164.0, 425.0),
+    ("mysql", APP_WORKERS): (213.0, 358.0),
+    ("sqlite", 128): (23.0, None),
+    ("postgres", 128): (19.0, 30.0),
+    ("mysql", 128): (26.0, 40.0),
+}
+# Of the raw driver's cycle of 100, what our best is to reach (issue 27).
+CYCLE_GOALS = {"sqlite": 0.35, "postgres": 0.5, "mysql": 0.75}
 
 
 def targets(dbs: list[str], results: dict[str, Samples]) -> list[str]:
-    """Issue 12's goals, each with its measured ratio and a mark."""
+    """Issue 27's goals, and issue 12's push goal, each with its measured figure and a mark."""
     lines = []
 
-    def check(label: str, got: float | None, goal: float) -> None:
+    def check(label: str, got: float | None, goal: float, unit: str = "x") -> None:
         if got is None:
             return
         mark = "PASS" if got >= goal else "FAIL"
-        lines.append(f"- [{mark}] {label}: {got:.2f}x (goal {goal}x)")
-
-    def best(db: str, prefix: str) -> float | None:
-        found = results[db].best(prefix)
-        return None if found is None else found[0]
+        lines.append(f"- [{mark}] {label}: {got:.2f}{unit} (goal {goal}{unit})")
 
     def over(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None else a / b
 
-    if "postgres" in dbs:
-        pg = results["postgres"]
-        check(
-            "Postgres run / pgqueuer at its defaults",
-            over(best("postgres", "ours"), peer(pg, "postgres")),
-            2,
-        )
-        big = over(best("postgres", "ours"), pg.median(f"pgqueuer {PGQUEUER_BATCHES[-1]}"))
-        if big is not None:
-            lines.append(
-                f"- (Postgres run / pgqueuer with batches of {PGQUEUER_BATCHES[-1]}: {big:.2f}x)"
-            )
-    if "sqlite" in dbs:
-        check(
-            "SQLite run / huey", over(best("sqlite", "ours"), peer(results["sqlite"], "sqlite")), 3
-        )
-    if "mysql" in dbs:
-        mysql = results["mysql"]
-        check(
-            "MariaDB run / raw cycle of 10",
-            over(best("mysql", "ours"), mysql.median("cycle 10")),
-            0.5,
-        )
+    def first(pair: tuple[float, int] | None) -> float | None:
+        return None if pair is None else pair[0]
+
     for db in dbs:
-        s = results[db]
-        check(f"{NAMES[db]} push / raw insert", over(s.median("push"), s.median("insert")), 0.8)
+        s, f = results[db], Figures.of(results[db], db)
+        name = NAMES[db]
+        if db == "postgres":
+            check(f"{name} at 4 workers / pgqueuer at its defaults", over(f.app, f.peer_default), 2)
+            check(
+                f"{name} at our best / pgqueuer at its best",
+                over(first(f.best), first(f.peer_best)),
+                2,
+            )
+        if db == "sqlite":
+            check(f"{name} at 4 workers / huey at its best", over(f.app, first(f.peer_best)), 3)
+            check(
+                f"{name} at our best / huey at its best", over(first(f.best), first(f.peer_best)), 5
+            )
+        check(
+            f"{name} at our best / raw cycle of {BATCHES[-1]}",
+            over(first(f.best), f.cycle),
+            CYCLE_GOALS[db],
+        )
+        for (of, workers), (cpu, server) in CPU_BEFORE.items():
+            if of != db:
+                continue
+            now, now_server = s.median(f"cpu:ours {workers}"), s.median(f"server:ours {workers}")
+            if now is not None:
+                mark = "PASS" if now <= cpu * 1.1 else "FAIL"
+                lines.append(
+                    f"- [{mark}] {name} app CPU a job at {workers} workers: {now:.0f} µs "
+                    f"(before: {cpu:.0f} µs)"
+                )
+            if server is not None and now_server is not None and not math.isnan(now_server):
+                mark = "PASS" if now_server <= server * 1.1 else "FAIL"
+                lines.append(
+                    f"- [{mark}] {name} server CPU a job at {workers} workers: "
+                    f"{now_server:.0f} µs (before: {server:.0f} µs)"
+                )
+        check(f"{name} push / raw insert", over(s.median("push"), s.median("insert")), 0.8)
     return lines
 
 

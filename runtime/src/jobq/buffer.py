@@ -44,6 +44,7 @@ class Buffer:
         self._enabled = enabled
         self._jobs: deque[tuple[Job, datetime, float]] = deque()
         self._took: float | None = None  # seconds a job holds its worker, a running estimate
+        self._size = 0  # none before a job was seen to end
         self.short = False
 
     def __len__(self) -> int:
@@ -51,23 +52,25 @@ class Buffer:
 
     def size(self) -> int:
         """How many jobs it holds at most now, by what jobs have taken so far."""
-        took = self._took
-        if not self._enabled or took is None:
-            return 0
-        return min(MOST, int(self._workers * BOUND / max(took, 1e-6)))
+        return self._size
 
     def room(self) -> int:
-        return max(0, self.size() - len(self._jobs))
+        return max(0, self._size - len(self._jobs))
 
     def low(self) -> bool:
         """Whether to claim ahead now: it has room, and is down to half of what it may hold."""
-        size = self.size()
-        return not self.short and size > 0 and len(self._jobs) <= size // 2
+        return not self.short and self._size > 0 and len(self._jobs) <= self._size // 2
 
     def took(self, seconds: float) -> None:
         """A worker came free after ``seconds`` with its job."""
         took = self._took
-        self._took = seconds if took is None else took + (seconds - took) * _WEIGHT
+        self._took = took = seconds if took is None else took + (seconds - took) * _WEIGHT
+        self._resize(took)
+
+    def _resize(self, took: float) -> None:
+        # Worked out as each job ends, not as each is asked: it is asked more often.
+        if self._enabled:
+            self._size = min(MOST, int(self._workers * BOUND / max(took, 1e-6)))
 
     def put(self, job: Job, claimed: datetime) -> None:
         self._jobs.append((job, claimed, time.monotonic()))
@@ -92,6 +95,7 @@ class Buffer:
             stale.append(self._jobs.popleft()[0])
         if stale:
             self._took = max(self._took or 0.0, LONGEST)
+            self._resize(self._took)
             self.short = True
         return stale
 

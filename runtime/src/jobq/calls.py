@@ -50,6 +50,11 @@ _Call = tuple[Callable[..., Any], tuple[object, ...], _Done]
 Kept = Callable[[BaseException | None], None]
 
 
+# Settles wait for one another this long at most (seconds), or until this many wait.
+SETTLE_WAIT = 0.002
+SETTLE_BATCH = 64
+
+
 class Stale(Exception):
     """A settle the store left alone: a later claim has the job (this claim's hold ran out).
 
@@ -74,6 +79,7 @@ class StoreCalls:
         self._batch: list[_Call] = []
         self._settles: list[tuple[Settle, Job, Kept]] = []
         self._hopper: asyncio.Task[None] | None = None  # the task making hops, while there is one
+        self._settle_timer: asyncio.TimerHandle | None = None  # settles waiting for company
 
     async def call(self, fn: Callable[..., R], *args: object) -> R:
         """``fn(*args)`` in a thread of its own hop, with the caller's context."""
@@ -131,15 +137,28 @@ class StoreCalls:
     def settle_then(self, how: Settle, job: Job, kept: Kept) -> None:
         """As ``settle``, calling ``kept`` on the loop as the hop ends: no future, no task woken.
 
-        A ``kept`` that raises is logged, and the settles after it are still told;
+        Settles wait for one another up to ``SETTLE_WAIT`` (or ``SETTLE_BATCH`` of
+        them), or for the next claim or call, which takes them along: a hop that
+        settles a job or two costs as much as one that settles fifty. A
+        ``kept`` that raises is logged, and the settles after it are still told;
         ``flushed`` waits for it.
         """
-        self._settles.append((how, job, kept))
-        self._start_hop()
+        settles = self._settles
+        settles.append((how, job, kept))
+        if len(settles) >= SETTLE_BATCH:
+            self._start_hop()
+        elif self._hopper is None and self._settle_timer is None:
+            loop = asyncio.get_running_loop()
+            self._settle_timer = loop.call_at(loop.time() + SETTLE_WAIT, self._start_hop)
 
     async def flushed(self) -> None:
         """Return once every call queued so far has been made and told how it went."""
-        while (hopper := self._hopper) is not None:
+        while True:
+            if self._settles and self._hopper is None:
+                self._start_hop()  # now, not after the settles' wait
+            hopper = self._hopper
+            if hopper is None:
+                return
             await asyncio.wait([hopper])
 
     def hold_back(self, job: Job, until: datetime) -> asyncio.Future[None]:
@@ -170,12 +189,20 @@ class StoreCalls:
         return future
 
     def _start_hop(self) -> None:
+        if self._settle_timer is not None:
+            self._settle_timer.cancel()
+            self._settle_timer = None
         if self._hopper is None:
             self._hopper = asyncio.get_running_loop().create_task(self._hop())
 
     async def _hop(self) -> None:
         try:
-            while self._batch or self._settles:
+            # The first pass takes every settle; the next ones go while a call waits, or
+            # enough settles to be worth a hop of their own: fewer wait for the next
+            # call, or for their timer, set as the hop ends.
+            first = True
+            while self._batch or (self._settles and (first or len(self._settles) >= SETTLE_BATCH)):
+                first = False
                 settles, self._settles = self._settles, []
                 batch, self._batch = self._batch, []
                 # Settles first: a claim in the same hop then sees the limits they freed.
@@ -201,6 +228,9 @@ class StoreCalls:
                     done(ok, value)
         finally:
             self._hopper = None
+            if self._settles and self._settle_timer is None:
+                loop = asyncio.get_running_loop()
+                self._settle_timer = loop.call_at(loop.time() + SETTLE_WAIT, self._start_hop)
 
 
 def _claim(
