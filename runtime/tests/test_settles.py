@@ -48,15 +48,16 @@ async def test_settles_that_come_together_are_kept_in_one_call() -> None:
     kept = asyncio.Event()
     told: list[str] = []
 
-    def tell(job: jobq.Job) -> None:
-        told.append(job.id)
+    def tell(failed: BaseException | None) -> None:
+        told.append("kept" if failed is None else repr(failed))
         if len(told) == 10:
             kept.set()
 
     for job in jobs:
-        calls.settle_then("done", job, lambda failed, job=job: tell(job))
+        calls.settle_then("done", job, tell)
     await asyncio.wait_for(kept.wait(), LIVENESS)  # kept by their timer: no flush asked
     assert store.settled == [10], "ten settles that came together, in one call"
+    assert told == ["kept"] * 10
 
 
 async def test_a_lone_settle_is_kept_without_a_claim_or_a_flush_to_take_it() -> None:
