@@ -29,6 +29,8 @@ BUILT_IN_ORDER = (
     "carried",
     "priority",
     "claimed_by",
+    "max_attempts",
+    "snoozes",
     "unreadable",
 )
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs, 0002_jobs, then 0003_jobs) to have
+# What the Store expects the migrations (0001_jobs to 0004_jobs) to have
 # made: tests compare the two. utf8mb4_bin: a schedule's name and a kind
 # compare as they are written, not case- or accent-blind as the servers'
 # default collations would. Keys are SHA-256 hashes in hex: ASCII, compared
@@ -64,6 +64,13 @@ SCHEMA = (
         at_once    INT,
         carried    TEXT,
         claimed_by VARCHAR(255),
+        ended        VARCHAR(16),
+        max_attempts INT,
+        snoozes      INT NOT NULL DEFAULT 0,
+        expires_at   BIGINT,
+        cancel_asked BIGINT,
+        claimed_at   BIGINT,
+        result       LONGTEXT,
         INDEX jobs_due (failed_at, priority DESC, run_at, id),
         UNIQUE INDEX jobs_unique (kind, unique_key),
         INDEX jobs_alone (kind, alone_key),
@@ -208,8 +215,12 @@ _HOLD = (
 )
 
 _PUSH = """
-    INSERT INTO jobs (kind, payload, run_at, unique_key, alone_key, at_once, carried, priority)
-    VALUES (:kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority)
+    INSERT INTO jobs (
+        kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts
+    ) VALUES (
+        :kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority,
+        :max_attempts
+    )
     """
 
 # The job of a kind and key that waits; a unique push that the unique index
@@ -238,7 +249,7 @@ _RETRY = """
     """
 
 _FAIL = """
-    UPDATE jobs SET failed_at = :failed_at, held_until = 0, error = :error
+    UPDATE jobs SET failed_at = :failed_at, ended = 'failed', held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
@@ -271,7 +282,8 @@ _RETRY_MANY = f"""
 _FAIL_MANY = f"""
     UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
         ON jobs.id = settle.id AND jobs.attempts = settle.attempts
-    SET jobs.failed_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
+    SET jobs.failed_at = settle.at_ms, jobs.ended = 'failed', jobs.held_until = 0,
+        jobs.error = settle.error
     WHERE jobs.failed_at IS NULL AND jobs.held_until > 0
     """
 
@@ -314,10 +326,12 @@ _HOLD_KIND = """
     """
 
 # The job back as its claim found it: the attempt taken back, due at its
-# run_at, with its key, which the unique index turns away (1062) when a job
-# pushed while it ran has the key now; then it goes back without it.
+# run_at (or, a snooze, at :run_at with one more snooze), with its key, which
+# the unique index turns away (1062) when a job pushed while it ran has the key
+# now; then it goes back without it.
 _PUT_BACK = """
-    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key
+    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key,
+        run_at = COALESCE(:run_at, run_at), snoozes = snoozes + :snoozed
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
@@ -351,7 +365,7 @@ _FAILED = f"""
     """
 
 _RUN_AGAIN = """
-    UPDATE jobs SET failed_at = NULL, attempts = 0, run_at = :run_at, held_until = 0
+    UPDATE jobs SET failed_at = NULL, ended = NULL, attempts = 0, run_at = :run_at, held_until = 0
     WHERE id = :id AND failed_at IS NOT NULL
     """
 
@@ -543,6 +557,12 @@ class Jobs:
 
     def give_back(self, job: Job) -> bool:
         fence = rows.fence(job)
+        return self._db.run(lambda sql: _put_back(sql, job, fence), alone=True) > 0
+
+    # SnoozeStore
+
+    def snooze(self, job: Job, until: datetime) -> bool:
+        fence = {**rows.fence(job), "run_at": rows.ms(until), "snoozed": 1}
         return self._db.run(lambda sql: _put_back(sql, job, fence), alone=True) > 0
 
     # PauseStore
@@ -769,7 +789,12 @@ def _push_unique(sql: Statements, params: Mapping[str, Any]) -> tuple[int, bool]
 
 
 def _put_back(sql: Statements, job: Job, fence: dict[str, Any]) -> int:
-    """The job back as its claim found it, with its key unless another job has it now."""
+    """The job back as its claim found it, with its key unless another job has it now.
+
+    ``fence`` may carry a snooze's ``run_at`` and ``snoozed`` (1); else it goes
+    back due at its own run_at, its snoozes as they were.
+    """
+    fence = {"run_at": None, "snoozed": 0, **fence}
     if job.key:
         kept = sql.count_or_none(_PUT_BACK, {**fence, "unique_key": job.key})
         if kept is not None:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs, 0002_jobs, then 0003_jobs) to have
+# What the Store expects the migrations (0001_jobs to 0004_jobs) to have
 # made: tests compare the two.
 SCHEMA = (
     """
@@ -60,7 +60,15 @@ SCHEMA = (
         alone_key  text,
         at_once    integer,
         carried    text,
-        claimed_by text
+        claimed_by text,
+        -- 0004_jobs: how a job ended (failed_at says when), and control's columns
+        ended        text,
+        max_attempts integer,
+        snoozes      integer NOT NULL DEFAULT 0,
+        expires_at   bigint,
+        cancel_asked bigint,
+        claimed_at   bigint,
+        result       text
     )
     """,
     # The claim's index, in claim order: only jobs that may run are in it, so
@@ -312,8 +320,13 @@ _CLAIM_LIMITED = f"""
     {_HOLD_CHOSEN}
     """
 
-_COLUMNS_IN = "kind, payload, run_at, unique_key, alone_key, at_once, carried, priority"
-_VALUES = ":kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority"
+_COLUMNS_IN = (
+    "kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts"
+)
+_VALUES = (
+    ":kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority,"
+    " :max_attempts"
+)
 _ON_KEY = "ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL"
 
 # Each push notifies in its own statement: one round trip, and the server
@@ -422,7 +435,7 @@ _SETTLE = f"""
         RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
     ),
     failed AS (
-        UPDATE jobs SET held_until = 0,
+        UPDATE jobs SET held_until = 0, ended = 'failed',
             failed_at = {_given("fail_at", "bigint[]", "fail_ids")},
             error = {_given("fail_errors", "text[]", "fail_ids")}
         WHERE {_fenced("fail_ids", "fail_attempts")}
@@ -463,15 +476,18 @@ _HOLD_BACK = """
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
-# The job alone, as _HOLD_BACK puts it back; it notifies, as a push does: it is
-# due at once, and an instance that waits on its kind may claim it now.
+# The job alone, as _HOLD_BACK puts it back, due at its run_at, or (a snooze)
+# at :run_at with one more snooze; it notifies, as a push does: an instance that
+# waits on its kind may claim it now.
 _GIVE_BACK = f"""
-    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = (
-        SELECT CAST(:unique_key AS text) WHERE NOT EXISTS (
-            SELECT 1 FROM jobs AS waiting
-            WHERE waiting.kind = :kind AND waiting.unique_key = :unique_key
+    UPDATE jobs SET attempts = attempts - 1, held_until = 0,
+        run_at = coalesce(CAST(:run_at AS bigint), run_at), snoozes = snoozes + :snoozed,
+        unique_key = (
+            SELECT CAST(:unique_key AS text) WHERE NOT EXISTS (
+                SELECT 1 FROM jobs AS waiting
+                WHERE waiting.kind = :kind AND waiting.unique_key = :unique_key
+            )
         )
-    )
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     RETURNING pg_notify('{_CHANNEL}', kind)
     """
@@ -508,7 +524,7 @@ _FAILED = f"""
     """
 
 _RUN_AGAIN = """
-    UPDATE jobs SET failed_at = NULL, attempts = 0, run_at = :run_at, held_until = 0
+    UPDATE jobs SET failed_at = NULL, ended = NULL, attempts = 0, run_at = :run_at, held_until = 0
     WHERE id = :id AND failed_at IS NOT NULL
     """
 
@@ -702,7 +718,21 @@ class Jobs:
     # GiveBackStore
 
     def give_back(self, job: Job) -> bool:
-        params = {"kind": job.kind, "unique_key": job.key or None, **rows.fence(job)}
+        return self._give_back(job, None, 0)
+
+    # SnoozeStore
+
+    def snooze(self, job: Job, until: datetime) -> bool:
+        return self._give_back(job, rows.ms(until), 1)
+
+    def _give_back(self, job: Job, run_at: int | None, snoozed: int) -> bool:
+        params = {
+            "kind": job.kind,
+            "unique_key": job.key or None,
+            "run_at": run_at,
+            "snoozed": snoozed,
+            **rows.fence(job),
+        }
         return self._put_back(_GIVE_BACK, params) > 0
 
     def _put_back(self, statement: str, params: dict[str, Any]) -> int:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BEGIN", "SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs, 0002_jobs, then 0003_jobs) to have
+# What the Store expects the migrations (0001_jobs to 0004_jobs) to have
 # made: tests compare the two.
 SCHEMA = (
     # AUTOINCREMENT: an ID is never given twice, even once its job is gone, so a
@@ -58,6 +58,14 @@ SCHEMA = (
     # 0003_jobs: the instance of each job's latest claim (jobq.Claimant), as
     # SQLite's ALTER TABLE writes it into the table's SQL.
     "ALTER TABLE jobs ADD COLUMN claimed_by TEXT",
+    # 0004_jobs: how a job ended (failed_at says when), and control's columns.
+    "ALTER TABLE jobs ADD COLUMN ended TEXT",
+    "ALTER TABLE jobs ADD COLUMN max_attempts INTEGER",
+    "ALTER TABLE jobs ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE jobs ADD COLUMN expires_at INTEGER",
+    "ALTER TABLE jobs ADD COLUMN cancel_asked INTEGER",
+    "ALTER TABLE jobs ADD COLUMN claimed_at INTEGER",
+    "ALTER TABLE jobs ADD COLUMN result TEXT",
     # The claim's index, in claim order: only jobs that may run are in it, so
     # neither failed jobs nor the ones waiting for later add to what a poll reads.
     "CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id) WHERE failed_at IS NULL",
@@ -185,8 +193,7 @@ def _claim(most: int) -> str:
         limited AS (SELECT kind FROM may WHERE alone_key IS NOT NULL OR at_once IS NOT NULL)
         UPDATE jobs SET held_until = :until, attempts = attempts + 1, claimed_by = :by
         WHERE id IN ({chosen})
-        RETURNING id, kind, payload, run_at, attempts, error, failed_at, unique_key,
-            alone_key, at_once, carried, priority, claimed_by
+        RETURNING {rows.COLUMNS}
         """
 
 
@@ -197,8 +204,12 @@ _LET_KEYS_GO = "UPDATE jobs SET unique_key = NULL WHERE id IN (SELECT value FROM
 _CLAIM = _claim(1)
 
 _INSERT = """
-    INSERT INTO jobs (kind, payload, run_at, unique_key, alone_key, at_once, carried, priority)
-    VALUES (:kind, :payload, :run_at, {unique_key}, :alone_key, :at_once, :carried, :priority)
+    INSERT INTO jobs (
+        kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts
+    ) VALUES (
+        :kind, :payload, :run_at, {unique_key}, :alone_key, :at_once, :carried, :priority,
+        :max_attempts
+    )
 """
 
 # A plain push keeps no unique key, whatever the job's key: only push_unique's
@@ -239,7 +250,7 @@ _RETRY = """
     """
 
 _FAIL = """
-    UPDATE jobs SET failed_at = :failed_at, held_until = 0, error = :error
+    UPDATE jobs SET failed_at = :failed_at, ended = 'failed', held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
@@ -285,7 +296,8 @@ def _fail_many(n: int) -> str:
     cte = _fenced(n, "failed_at", "error")
     return f"""
         WITH {cte}
-        UPDATE jobs SET failed_at = fence.failed_at, held_until = 0, error = fence.error
+        UPDATE jobs SET failed_at = fence.failed_at, ended = 'failed', held_until = 0,
+            error = fence.error
         FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
           AND jobs.held_until > 0
@@ -313,11 +325,13 @@ _HOLD_KIND = """
     ON CONFLICT (kind) DO UPDATE SET held_until = max(held_until, excluded.held_until)
     """
 
-# As the claim found it: its attempt taken back, and its key again unless a job
-# pushed as it ran has the key now (SQLite's one writer: the look and the write
-# are one statement, and nothing writes between them).
+# As the claim found it: its attempt taken back, due at its run_at (a snooze:
+# at :run_at, with one more snooze), and its key again unless a job pushed as
+# it ran has the key now (SQLite's one writer: the look and the write are one
+# statement, and nothing writes between them).
 _HOLD_BACK = """
-    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = (
+    UPDATE jobs SET attempts = attempts - 1, held_until = 0,
+        run_at = coalesce(:run_at, run_at), snoozes = snoozes + :snoozed, unique_key = (
         SELECT :unique_key WHERE NOT EXISTS (
             SELECT 1 FROM jobs WHERE kind = :kind AND unique_key = :unique_key
         )
@@ -362,7 +376,8 @@ _FAILED = f"""
     """
 
 _RUN_AGAIN = """
-    UPDATE jobs SET failed_at = NULL, attempts = 0, run_at = :run_at, held_until = 0
+    UPDATE jobs SET failed_at = NULL, ended = NULL, attempts = 0, run_at = :run_at,
+        held_until = 0
     WHERE id = :id AND failed_at IS NOT NULL
     """
 
@@ -543,6 +558,12 @@ class Jobs:
     def give_back(self, job: Job) -> bool:
         return self._db.write(lambda sql: sql.count(_HOLD_BACK, _given_back(job)) > 0)
 
+    # SnoozeStore: as give_back, due at ``until``, one more snooze counted
+
+    def snooze(self, job: Job, until: datetime) -> bool:
+        params = {**_given_back(job), "run_at": rows.ms(until), "snoozed": 1}
+        return self._db.write(lambda sql: sql.count(_HOLD_BACK, params) > 0)
+
     def pause(self, kind: str, until: datetime | None) -> None:
         params = {"kind": kind, "until": _FOREVER if until is None else rows.ms(until)}
         self._db.write(lambda sql: sql.count(_PAUSE, params))
@@ -603,8 +624,14 @@ def _push_unique(sql: rows.Statements, job: Job) -> bool:
 
 
 def _given_back(job: Job) -> dict[str, Any]:
-    """_HOLD_BACK's parameters: the job's fence, and the key it gives back."""
-    return {**rows.fence(job), "kind": job.kind, "unique_key": job.key or None}
+    """_HOLD_BACK's parameters: the job's fence, and the key it gives back; due as it was."""
+    return {
+        **rows.fence(job),
+        "kind": job.kind,
+        "unique_key": job.key or None,
+        "run_at": None,
+        "snoozed": 0,
+    }
 
 
 def _kind_stats(

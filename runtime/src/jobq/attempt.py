@@ -103,13 +103,14 @@ class Attempts:
                 attempt.error = _does_not_fit(job, kind, e)
                 self._finish(attempt)
                 return True
-            if job.attempts > options.attempts + 1:
+            attempts = job.max_attempts or options.attempts
+            if job.attempts > attempts + 1:
                 # Its worker was lost in its last attempt (killed, or cut off past its
                 # hold), and again in the extra run that gave it: a job that kills its
                 # process must not loop for ever, so it fails for good, unrun. (Once
                 # lost, on its last attempt, it runs once more: at least once. River
                 # and Oban discard it then instead.)
-                attempt.error = Permanent(_lost(job, options.attempts))
+                attempt.error = Permanent(_lost(job, attempts))
                 self._finish(attempt)
                 return False
             is_async = self._async.get(kind)

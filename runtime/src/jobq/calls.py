@@ -33,6 +33,7 @@ from jobq.store import (
     HoldBackStore,
     RenewStore,
     ScheduleStore,
+    SnoozeStore,
     Store,
 )
 
@@ -168,6 +169,10 @@ class StoreCalls:
     def give_back(self, job: Job) -> asyncio.Future[bool]:
         assert isinstance(self.store, GiveBackStore)  # checked by the caller
         return self._batched(_logged(self.store.give_back, "give back"), job)
+
+    def snooze(self, job: Job, until: datetime) -> asyncio.Future[bool]:
+        assert isinstance(self.store, SnoozeStore)  # checked by the caller
+        return self._batched(_logged(self.store.snooze, "snooze"), job, until)
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> asyncio.Future[list[str]]:
         assert isinstance(self.store, RenewStore)

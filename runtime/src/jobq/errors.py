@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 __all__ = [
     "BadSchedule",
     "CarryTooLarge",
     "ConfigError",
     "JobqError",
     "Permanent",
+    "Snooze",
     "StoreError",
     "StoreLocked",
     "StoreUnavailable",
@@ -45,6 +48,33 @@ class Permanent(JobqError):
 
         raise jobq.Permanent("the user has gone")
     """
+
+
+class Snooze(JobqError):
+    """Not yet: the job goes back, due again after ``wait``, with its attempt given back.
+
+    Raise it from a handler when the job cannot run now but is not failing (a
+    file not uploaded yet, a partner's API asking to come back later)::
+
+        raise jobq.Snooze(30)  # seconds, or a timedelta
+
+    Its key, carried context and priority stay with it; its snoozes are
+    counted (``Job.snoozes``), and nothing is logged as a failure. A job that
+    snoozes for ever is the app's choice: ``attempts`` does not stop it.
+    """
+
+    def __init__(self, wait: float | timedelta) -> None:
+        seconds = wait.total_seconds() if isinstance(wait, timedelta) else wait
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not (0 <= seconds < float("inf"))
+        ):
+            raise ValueError(
+                f"Snooze takes a wait of 0 seconds or more, in seconds or a timedelta, not {wait!r}"
+            )
+        self.wait = timedelta(seconds=seconds)
+        super().__init__(f"snoozed for {seconds:g}s")
 
 
 class StoreError(JobqError):

@@ -31,6 +31,8 @@ class Job:
     carried: dict[str, str] | None = None
     priority: int = 0  # of due jobs, the higher is claimed first
     claimed_by: str | None = None  # the instance of its latest claim (Claimant.instance)
+    max_attempts: int = 0  # this job's attempts, given as it was pushed: 0 for its kind's
+    snoozes: int = 0  # how often its handler snoozed it (jobq.Snooze)
     # What of its stored row could not be read ("" for nothing): a hand or an old
     # version left a column no store writes. The queue fails it for good, unrun.
     unreadable: str = ""
@@ -58,6 +60,7 @@ class Outcome(enum.Enum):
     RETRIED = "retried"  # back to run after its backoff; a job stopped with the queue too
     FAILED = "failed"  # for good: its last attempt, a Permanent error, or a value that did not fit
     HELD_BACK = "held back"  # a rate held it back before it started: not an attempt
+    SNOOZED = "snoozed"  # its handler raised Snooze: due again after the wait, its attempt back
 
     def __str__(self) -> str:
         return self.value

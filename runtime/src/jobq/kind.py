@@ -210,18 +210,27 @@ class Kind(Generic[T]):
     def __repr__(self) -> str:
         return f"<Kind {self.name!r} of {self.codec.type!r}>"
 
-    def job(self, value: T, run_at: datetime, *, priority: int | None = None) -> Job:
+    def job(
+        self,
+        value: T,
+        run_at: datetime,
+        *,
+        priority: int | None = None,
+        attempts: int | None = None,
+    ) -> Job:
         """A new job of this kind; raises ValueDoesNotFit when the value is not one it takes."""
-        return self._job(value, utc(run_at), priority)
+        return self._job(value, utc(run_at), priority, attempts)
 
-    def _job(self, value: T, run_at: datetime, priority: int | None) -> Job:
+    def _job(
+        self, value: T, run_at: datetime, priority: int | None, attempts: int | None = None
+    ) -> Job:
         """``job``, ``run_at`` being aware and in UTC already."""
         payload = self.codec.encode(value)
         options = self.options
         # By position, in Job's field order (keywords cost twice as much): kind,
         # payload, run_at, id, attempts, error, failed_at, key, one_at_a_time,
         # at_once, carried, priority.
-        return Job(
+        job = Job(
             self.name,
             payload,
             run_at,
@@ -235,35 +244,73 @@ class Kind(Generic[T]):
             None,
             options.priority if priority is None else priority,
         )
+        if attempts is not None:
+            if not whole(attempts) or attempts < 1:
+                raise ValueError(
+                    f"attempts must be a whole number, 1 or more, not {attempts!r}: "
+                    f"the runs this job may have, in place of its kind's {options.attempts}"
+                )
+            job.max_attempts = attempts
+        return job
 
-    def push(self, value: T, *, store: Store | None = None, priority: int | None = None) -> str:
+    def push(
+        self,
+        value: T,
+        *,
+        store: Store | None = None,
+        priority: int | None = None,
+        attempts: int | None = None,
+    ) -> str:
         """Push a job due now and return its ID ("" when a unique kind pushed nothing).
 
         Through the queue's store, the queue wakes at once. Through ``store``,
         one bound to the app's open transaction, the job is kept as that
         transaction commits, or not at all: call ``queue.wake()`` after the commit.
-        ``priority`` overrides the kind's for this job.
+        ``priority`` and ``attempts`` override the kind's for this job, and are
+        kept with it.
         """
         # push_at's work, less its call and its utc(): now in UTC is in UTC.
-        return self._home._push(self, self._job(value, datetime.now(UTC), priority), store)
+        job = self._job(value, datetime.now(UTC), priority, attempts)
+        return self._home._push(self, job, store)
 
     def push_at(
-        self, at: datetime, value: T, *, store: Store | None = None, priority: int | None = None
+        self,
+        at: datetime,
+        value: T,
+        *,
+        store: Store | None = None,
+        priority: int | None = None,
+        attempts: int | None = None,
     ) -> str:
         """Push a job due at ``at`` (an aware datetime) and return its ID."""
-        return self._home._push(self, self.job(value, at, priority=priority), store)
+        job = self.job(value, at, priority=priority, attempts=attempts)
+        return self._home._push(self, job, store)
 
     async def apush(
-        self, value: T, *, store: Store | None = None, priority: int | None = None
+        self,
+        value: T,
+        *,
+        store: Store | None = None,
+        priority: int | None = None,
+        attempts: int | None = None,
     ) -> str:
         """``push``, from async code: the store is called in a thread."""
-        return await self.apush_at(datetime.now(UTC), value, store=store, priority=priority)
+        return await self.apush_at(
+            datetime.now(UTC), value, store=store, priority=priority, attempts=attempts
+        )
 
     async def apush_at(
-        self, at: datetime, value: T, *, store: Store | None = None, priority: int | None = None
+        self,
+        at: datetime,
+        value: T,
+        *,
+        store: Store | None = None,
+        priority: int | None = None,
+        attempts: int | None = None,
     ) -> str:
         """``push_at``, from async code: the store is called in a thread."""
-        return await self._home._apush(self, self.job(value, at, priority=priority), store)
+        job = self.job(value, at, priority=priority, attempts=attempts)
+        return await self._home._apush(self, job, store)
 
     def schedule(self, schedule: Schedule, value: T) -> None:
         """Have the queue push a job of this kind, with ``value``, at each time of ``schedule``.

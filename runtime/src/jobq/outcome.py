@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobq.calls import Settle
+from jobq.calls import Settle, Stale
 from jobq.current import copy_job, current
-from jobq.errors import Permanent, ValueDoesNotFit
+from jobq.errors import Permanent, Snooze, ValueDoesNotFit
 from jobq.job import Job, Outcome, Ran, new_ran
 from jobq.kind import Kind, seconds
 from jobq.log import log, say, say_job
 from jobq.run import Run
+from jobq.store import SnoozeStore
 
 __all__ = ["Attempt", "Outcomes", "ran"]
 
@@ -55,6 +56,7 @@ class Outcomes:
         self._queue = run.queue
         self._held = run.held
         self._calls = run.calls
+        self._store = run.store
         self._wake = run.wakeup.wake
         self._pushed = run.wakeup.pushed
         self._handler_threads = run.handler_threads
@@ -76,13 +78,16 @@ class Outcomes:
                 self._calls.settle_then("done", job, _nothing_kept)  # nothing to do once kept
                 return
             how, outcome = "done", Outcome.DONE
+        elif isinstance(error, Snooze):
+            self._snooze(attempt, error)
+            return
         else:
             # What on_fail and the logs see as current_job(): the job as it ran.
             current.set(copy_job(job))
             now = datetime.now(UTC)
             again, why = None, ""
             if not isinstance(error, Permanent | ValueDoesNotFit) and (
-                job.attempts < kind.options.attempts
+                job.attempts < (job.max_attempts or kind.options.attempts)
             ):
                 again, why = _next_run(kind, job.attempts, now)
             if again is None:
@@ -124,6 +129,37 @@ class Outcomes:
                 task.add_done_callback(self._on_fails.discard)
                 return
         self.observe(told)
+
+    def _snooze(self, attempt: Attempt, snooze: Snooze) -> None:
+        """Put the job back, due after the snooze's wait, its attempt given back where the
+        store can (else it is retried then, its attempt spent)."""
+        job = attempt.job
+        until = datetime.now(UTC) + snooze.wait
+        context = contextvars.copy_context()
+        kept: asyncio.Future[Any]
+        if isinstance(self._store, SnoozeStore):
+            kept = self._calls.snooze(job, until)
+        else:
+            job.run_at = until
+            kept = self._calls.settle("retry", job)
+        kept.add_done_callback(
+            lambda done: context.run(self._snoozed, attempt, until, _failure(done))
+        )
+
+    def _snoozed(self, attempt: Attempt, until: datetime, failed: BaseException | None) -> None:
+        if failed is not None:
+            return  # logged as it failed; the hold runs out and the job runs again
+        job = attempt.job
+        self._pushed(until)  # look again as the wait ends, not a poll later
+        say_job(
+            job,
+            logging.INFO,
+            "a job snoozed, and will run again",
+            attempt=job.attempts,
+            at=until.isoformat(timespec="seconds"),
+            snoozes=job.snoozes + 1,
+        )
+        self.observe(ran(attempt, Outcome.SNOOZED))
 
     async def kept_all(self) -> None:
         """Wait until the outcomes of the jobs that ended are kept, and their on_fail ran."""
@@ -189,6 +225,16 @@ def ran(attempt: Attempt, outcome: Outcome) -> Ran:
         timedelta(seconds=max(attempt.ended - attempt.started, 0.0)),
         max(attempt.claimed - attempt.due, _NO_TIME),
     )
+
+
+def _failure(done: asyncio.Future[Any]) -> BaseException | None:
+    """What a store call's future failed with; None when it was kept (or cancelled)."""
+    if done.cancelled():
+        return asyncio.CancelledError()
+    error = done.exception()
+    if error is None and done.result() is False:
+        return Stale("a later claim has the job")
+    return error
 
 
 def _nothing_kept(failed: BaseException | None) -> None:

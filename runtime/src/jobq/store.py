@@ -31,6 +31,7 @@ __all__ = [
     "PauseStore",
     "RenewStore",
     "ScheduleStore",
+    "SnoozeStore",
     "StatsStore",
     "Store",
     "UniqueStore",
@@ -215,6 +216,23 @@ class GiveBackStore(Store, Protocol):
         since is left alone, and it says False. The queue gives back a job it
         did not run to its end through no fault of the job's: one cut short by
         a stop's grace, or claimed as the queue stopped.
+        """
+        ...
+
+
+@runtime_checkable
+class SnoozeStore(Store, Protocol):
+    """A Store that puts a claimed job back, due later, with its attempt given back."""
+
+    def snooze(self, job: Job, until: datetime) -> bool:
+        """Put a claimed job back due at ``until``, counting a snooze; say whether it did.
+
+        As ``give_back`` does, but due at ``until`` (not its ``run_at`` as it
+        was), and with one more ``snoozes``: the attempt its claim added taken
+        back, its ``key`` again unless a job pushed as it ran has it now, its
+        carried context and priority as they were. Fenced as ``done`` is: a job
+        a later claim has taken since is left alone, and it says False. The
+        queue snoozes a job whose handler raised ``jobq.Snooze``.
         """
         ...
 

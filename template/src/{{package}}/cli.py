@@ -242,6 +242,10 @@ def _list_failed(failed: list[jobq.Job]) -> None:
     for job in failed:
         at = job.failed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if job.failed_at else "?"
         attempts = "1 attempt" if job.attempts == 1 else f"{job.attempts} attempts"
+        if job.max_attempts:
+            attempts += f" (of the {job.max_attempts} its push gave it)"
+        if job.snoozes:
+            attempts += f", snoozed {job.snoozes} {'time' if job.snoozes == 1 else 'times'}"
         # What a job keeps came from a handler or a caller: shown with control characters escaped.
         typer.echo(f"  {job.id:>4}  {visible(job.kind)}, which failed at {at} after {attempts}")
         typer.echo(f"        {visible(job.payload)}")
@@ -490,6 +494,8 @@ def _as_dict(job: jobq.Job) -> dict[str, Any]:
         "value": value,
         **not_json,
         "attempts": job.attempts,
+        "max_attempts": job.max_attempts or None,
+        "snoozes": job.snoozes,
         "failed_at": job.failed_at.isoformat() if job.failed_at else None,
         "error": job.error,
         "key": job.key or None,

@@ -7,7 +7,7 @@ statement is whatever the connection given to ``Through`` executes.
 The columns every store reads a job back with, in this order::
 
     id, kind, payload, run_at, attempts, error, failed_at, unique_key,
-    alone_key, at_once, carried, priority, claimed_by
+    alone_key, at_once, carried, priority, claimed_by, max_attempts, snoozes
 
 ``COLUMNS`` spells them for a SELECT or a RETURNING; ``job`` reads a row of
 them (a shorter row leaves the rest at their defaults).
@@ -39,7 +39,7 @@ __all__ = [
 
 COLUMNS = (
     "id, kind, payload, run_at, attempts, error, failed_at, "
-    "unique_key, alone_key, at_once, carried, priority, claimed_by"
+    "unique_key, alone_key, at_once, carried, priority, claimed_by, max_attempts, snoozes"
 )
 
 _WIDTH = COLUMNS.count(",") + 1
@@ -67,7 +67,8 @@ def insert(job: Job) -> dict[str, Any]:
     ``unique_key`` is the job's key (None for none): the SQL of ``push_unique``
     and ``push_latest`` writes it, a plain ``push`` writes NULL. ``alone_key``
     is the key while the job is one at a time, else None; ``at_once`` None for
-    no limit; ``carried`` JSON, or None for nothing.
+    no limit; ``carried`` JSON, or None for nothing; ``max_attempts`` None for
+    the kind's.
     """
     return {
         "kind": job.kind,
@@ -78,6 +79,7 @@ def insert(job: Job) -> dict[str, Any]:
         "at_once": job.at_once or None,
         "carried": None if not job.carried else json.dumps(job.carried, sort_keys=True),
         "priority": job.priority,
+        "max_attempts": job.max_attempts or None,
     }
 
 
@@ -129,6 +131,8 @@ def job(row: Sequence[Any]) -> Job:
         carried,
         priority,
         claimed_by,
+        max_attempts,
+        snoozes,
     ) = row
     # What a store writes reads back in a few µs; anything else (a hand's or an old
     # version's edit) makes the job unreadable, and only that job: never the claim.
@@ -141,6 +145,14 @@ def job(row: Sequence[Any]) -> Job:
         order = int(priority) if priority else 0
     except (TypeError, ValueError):
         order, unreadable = 0, unreadable or f"priority is not a whole number: {priority!r}"
+    try:
+        most = int(max_attempts) if max_attempts else 0
+        snoozed = int(snoozes) if snoozes else 0
+    except (TypeError, ValueError):
+        most = snoozed = 0
+        unreadable = unreadable or (
+            f"max_attempts or snoozes is not a whole number: {max_attempts!r}, {snoozes!r}"
+        )
     context: dict[str, str] | None = None
     if carried is not None:
         context, unreadable = _carried(carried, unreadable)
@@ -160,6 +172,8 @@ def job(row: Sequence[Any]) -> Job:
         context,
         order,
         claimed_by,
+        most,
+        snoozed,
         unreadable,
     )
 

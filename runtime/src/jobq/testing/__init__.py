@@ -16,7 +16,7 @@ store has; the tests of an extra it lacks are skipped, saying which. It is
 made of one mixin a family, for a store that wants only some: StorePromises,
 FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
 LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
-HoldBackStorePromises, GiveBackStorePromises, PauseStorePromises,
+HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises, PauseStorePromises,
 BatchStorePromises, RenewStorePromises, CarryStorePromises,
 StatsStorePromises and ClaimantPromises (``StoreSuiteInBrief`` runs one
 test of each, for a quick look). Its times
@@ -60,6 +60,7 @@ from jobq.testing._one_at_a_time import OneAtATimeStorePromises
 from jobq.testing._pause import PauseStorePromises
 from jobq.testing._renew import RenewStorePromises
 from jobq.testing._schedule import ScheduleStorePromises
+from jobq.testing._snooze import SnoozeStorePromises
 from jobq.testing._stats import StatsStorePromises
 from jobq.testing._store import StorePromises
 from jobq.testing._support import at_once, is_brief
@@ -82,6 +83,7 @@ __all__ = [
     "PauseStorePromises",
     "RenewStorePromises",
     "ScheduleStorePromises",
+    "SnoozeStorePromises",
     "StatsStorePromises",
     "StorePromises",
     "StoreSuite",
@@ -101,6 +103,7 @@ class StoreSuite(
     AtOnceStorePromises,
     HoldBackStorePromises,
     GiveBackStorePromises,
+    SnoozeStorePromises,
     PauseStorePromises,
     BatchStorePromises,
     RenewStorePromises,

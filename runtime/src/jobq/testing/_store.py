@@ -85,6 +85,17 @@ class StorePromises:
         claimed = [store.claim(at(0), at(300)) for _ in range(2)]
         assert [j.priority for j in claimed if j is not None] == [7, -3]
 
+    def test_a_claimed_job_comes_back_with_the_attempts_its_push_gave_it(
+        self, store: Store
+    ) -> None:
+        pushed, plain = job(max_attempts=3), job(payload='{"user":2}')
+        store.push(pushed)
+        store.push(plain)
+        claimed = {j.id: j.max_attempts for j in drain(store, at(0))}
+        assert claimed == {pushed.id: 3, plain.id: 0}, (
+            "a job keeps the attempts its push gave it; 0, its kind's, when it was given none"
+        )
+
     def test_of_due_jobs_the_highest_priority_comes_first_then_the_soonest_then_the_first_pushed(
         self, store: Store
     ) -> None:

@@ -50,6 +50,7 @@ def job(
     at_once: int = 0,
     priority: int = 0,
     carried: dict[str, str] | None = None,
+    max_attempts: int = 0,
 ) -> Job:
     return Job(
         kind=kind,
@@ -60,6 +61,7 @@ def job(
         at_once=at_once,
         priority=priority,
         carried=carried,
+        max_attempts=max_attempts,
     )
 
 

@@ -33,6 +33,7 @@ _EXTRAS = (
     "resume",
     "run_again",
     "settle_many",
+    "snooze",
     "stats",
 )
 

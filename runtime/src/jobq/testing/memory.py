@@ -207,6 +207,17 @@ class MemoryStore:
         with self._lock:
             return self._give_back(job)
 
+    # SnoozeStore
+
+    def snooze(self, job: Job, until: datetime) -> bool:
+        with self._lock:
+            row = self._claimed(job)
+            if row is None:
+                return False
+            row.job.run_at = until
+            row.job.snoozes += 1
+            return self._give_back(job)
+
     # PauseStore
 
     def pause(self, kind: str, until: datetime | None) -> None:
