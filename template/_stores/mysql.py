@@ -156,7 +156,7 @@ def _claim(keys: int, kinds: int, only: int | None = None) -> str:
     ) + "".join(
         f"\n    AND NOT (due.kind = :ck{i} AND due.at_once IS NOT NULL)" for i in range(kinds)
     )
-    return _CLAIM.format(columns=rows.COLUMNS, kinds=allowed, passed_over=passed_over)
+    return _CLAIM.format(columns=rows.JOB_COLUMNS, kinds=allowed, passed_over=passed_over)
 
 
 # A claim that found limited jobs takes the lock rows of their kinds (for at
@@ -360,7 +360,7 @@ _STATS = """
     """
 
 _FAILED = f"""
-    SELECT {rows.COLUMNS} FROM jobs
+    SELECT {rows.JOB_COLUMNS} FROM jobs
     WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
     """
 
@@ -718,7 +718,7 @@ def _claim_once(
     found = sql.rows(claim, {**params, **passed.params(), **only})
     if not found:
         return [], False
-    # By COLUMNS: 0 id, 1 kind, 8 alone_key, 9 at_once.
+    # By JOB_COLUMNS: 0 id, 1 kind, 8 alone_key, 9 at_once.
     limited = [row for row in found if row[8] is not None or row[9] is not None]
     taken = found
     again = False

@@ -189,10 +189,10 @@ _LIMITED = "(alone_key IS NOT NULL OR at_once IS NOT NULL)"
 _UNLIMITED = "alone_key IS NULL AND at_once IS NULL"
 _ORDER = "ORDER BY priority DESC, run_at, id"
 _HOLD = "SET held_until = :until, attempts = attempts + 1, unique_key = NULL, claimed_by = :by"
-_NONE = ", ".join(["NULL"] * len(rows.COLUMNS.split(", ")))
+_NONE = ", ".join(["NULL"] * len(rows.JOB_COLUMNS.split(", ")))
 # A claim clears the key, and gives the job back with the key it had, which a
 # hold-back puts back.
-_CLAIMED = rows.COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
+_CLAIMED = rows.JOB_COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
 # Both claims hold the jobs their `chosen` picked. The IDs are named twice: as an
 # array too, the planner reads them by the primary key, where for a batch it
 # would read the whole table to hash-join them (1 ms at 5,000 jobs).
@@ -246,7 +246,7 @@ _CLAIM = f"""
     claimed AS (
         {_HOLD_CHOSEN}
     )
-    SELECT {rows.COLUMNS}, false FROM claimed
+    SELECT {rows.JOB_COLUMNS}, false FROM claimed
     UNION ALL
     SELECT {_NONE}, true FROM next_limited
     """
@@ -519,7 +519,7 @@ _STATS = """
     """
 
 _FAILED = f"""
-    SELECT {rows.COLUMNS} FROM jobs
+    SELECT {rows.JOB_COLUMNS} FROM jobs
     WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
     """
 

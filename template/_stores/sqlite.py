@@ -193,7 +193,7 @@ def _claim(most: int) -> str:
         limited AS (SELECT kind FROM may WHERE alone_key IS NOT NULL OR at_once IS NOT NULL)
         UPDATE jobs SET held_until = :until, attempts = attempts + 1, claimed_by = :by
         WHERE id IN ({chosen})
-        RETURNING {rows.COLUMNS}
+        RETURNING {rows.JOB_COLUMNS}
         """
 
 
@@ -371,7 +371,7 @@ _STATS = """
     """
 
 _FAILED = f"""
-    SELECT {rows.COLUMNS} FROM jobs
+    SELECT {rows.JOB_COLUMNS} FROM jobs
     WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
     """
 

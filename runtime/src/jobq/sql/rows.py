@@ -9,8 +9,11 @@ The columns every store reads a job back with, in this order::
     id, kind, payload, run_at, attempts, error, failed_at, unique_key,
     alone_key, at_once, carried, priority, claimed_by, max_attempts, snoozes
 
-``COLUMNS`` spells them for a SELECT or a RETURNING; ``job`` reads a row of
-them (a shorter row leaves the rest at their defaults).
+``JOB_COLUMNS`` spells them for a SELECT or a RETURNING; ``job`` reads a row
+of them (a shorter row leaves the rest at their defaults). ``COLUMNS`` is the
+first thirteen, what a store written before migration 0004_jobs reads: it
+stays as it was, so that such a store runs on this jobq until its app is
+updated and migrated.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from jobq.job import Claimant, Job
 
 __all__ = [
     "COLUMNS",
+    "JOB_COLUMNS",
     "Statements",
     "Through",
     "at",
@@ -39,10 +43,11 @@ __all__ = [
 
 COLUMNS = (
     "id, kind, payload, run_at, attempts, error, failed_at, "
-    "unique_key, alone_key, at_once, carried, priority, claimed_by, max_attempts, snoozes"
+    "unique_key, alone_key, at_once, carried, priority, claimed_by"
 )
+JOB_COLUMNS = f"{COLUMNS}, max_attempts, snoozes"
 
-_WIDTH = COLUMNS.count(",") + 1
+_WIDTH = JOB_COLUMNS.count(",") + 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
@@ -114,7 +119,8 @@ def fence(job: Job) -> dict[str, Any]:
 
 
 def job(row: Sequence[Any]) -> Job:
-    """A job from a row of ``COLUMNS`` (or of their first few; columns after them are left)."""
+    """A job from a row of ``JOB_COLUMNS`` (or of their first few, ``COLUMNS`` say; the columns
+    after them are left at their defaults)."""
     if len(row) != _WIDTH:
         row = (*row, *(None,) * (_WIDTH - len(row)))[:_WIDTH]
     (
