@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from jobq.job import Claimant, Job
+from jobq.stats import KindStats
 
 __all__ = [
     "COLUMNS",
@@ -35,6 +36,7 @@ __all__ = [
     "job",
     "ms",
     "numbered",
+    "stats",
 ]
 
 COLUMNS = (
@@ -104,6 +106,22 @@ def claimant(by: Claimant | None) -> dict[str, Any]:
     if by is None:
         return {"by": None, "kinds": None}
     return {"by": by.instance, "kinds": None if by.kinds is None else sorted(by.kinds)}
+
+
+def stats(found: Iterable[Sequence[Any]]) -> list[KindStats]:
+    """``StatsStore.stats`` from a store's rows, one a kind: (kind, due, later, running,
+    failed, the oldest due job's run_at in Unix ms or None); sorted by kind."""
+    return [
+        KindStats(
+            kind,
+            int(due),
+            int(later),
+            int(running),
+            int(failed),
+            None if oldest is None else at(int(oldest)),
+        )
+        for kind, due, later, running, failed, oldest in sorted(found, key=lambda row: row[0])
+    ]
 
 
 def fence(job: Job) -> dict[str, Any]:
