@@ -36,6 +36,7 @@ __all__ = [
     "job",
     "ms",
     "numbered",
+    "put_back",
     "stats",
 ]
 
@@ -127,6 +128,12 @@ def stats(found: Iterable[Sequence[Any]]) -> list[KindStats]:
 def fence(job: Job) -> dict[str, Any]:
     """The parameters that pick a claimed job while its claim still has it: id and attempts."""
     return {"id": int(job.id), "attempts": job.attempts}
+
+
+def put_back(job: Job) -> dict[str, Any]:
+    """The parameters of a statement that puts a claimed job back as its claim found it:
+    its ``fence``, its ``kind``, and its key as ``unique_key`` (None for none)."""
+    return {**fence(job), "kind": job.kind, "unique_key": job.key or None}
 
 
 def job(row: Sequence[Any]) -> Job:
