@@ -194,25 +194,28 @@ _MOVE = "UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :uniqu
 # Fenced by attempts: once a later claim took the job, a late answer changes
 # nothing; and by the hold: a job a hold-back put back has its attempts as the
 # claim before, but held_until 0.
+#
+# A held job is read by its key, FORCE INDEX (PRIMARY), one or a batch: left to
+# choose, on the statistics of a busy table the server read a job through
+# jobs_due (by failed_at IS NULL) or jobs_held, locking that index's entries on
+# its way, in its order, and deadlocked with a settle that locks by key. (A
+# DELETE takes an index hint only in its many-table form.)
 _DONE = (
-    "DELETE FROM jobs"
+    "DELETE jobs FROM jobs FORCE INDEX (PRIMARY)"
     " WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0"
 )
 
 _RETRY = """
-    UPDATE jobs SET run_at = :run_at, held_until = 0, error = :error
+    UPDATE jobs FORCE INDEX (PRIMARY) SET run_at = :run_at, held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
 _FAIL = """
-    UPDATE jobs SET failed_at = :failed_at, held_until = 0, error = :error
+    UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
-# A batch's settles (jobq.sql.mysql.settle runs them). FORCE INDEX (PRIMARY):
-# read through jobs_due or jobs_held, their entries would lock first, in that
-# index's order, and deadlock with a settle that locks by key. (A DELETE takes
-# an index hint only in its many-table form.)
+# A batch's settles (jobq.sql.mysql.settle runs them).
 _DONE_MANY = (
     "DELETE jobs FROM jobs FORCE INDEX (PRIMARY) "
     "WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0"
@@ -283,7 +286,8 @@ _HOLD_KIND = """
 # The job as its claim found it, with its key, which the unique index turns
 # away (1062) when a job pushed as it ran has it: then it goes back without.
 _PUT_BACK = """
-    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key
+    UPDATE jobs FORCE INDEX (PRIMARY)
+    SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
