@@ -154,9 +154,9 @@ _RANKED = """
 
 @cache
 def _claim(most: int) -> str:
-    """The claim of up to ``most`` jobs: one UPDATE of those it chose, returning them with
-    their unique keys, for ``hold_back``; ``_LET_KEYS_GO`` clears the keys after it, as
-    an UPDATE that cleared them had to look each up in ``may`` (docs/store.md)."""
+    """The claim of up to ``most`` jobs: an UPDATE of those it chose, returning them with
+    the unique keys they had, for ``hold_back``. _LET_KEYS_GO then clears the keys: an
+    UPDATE that cleared them itself looked each up in ``may`` (docs/store.md)."""
     # One job that may be claimed alone needs no ranking.
     chosen = "SELECT id FROM may" if most == 1 else _RANKED
     return f"""

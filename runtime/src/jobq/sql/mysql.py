@@ -337,9 +337,9 @@ def claim(
     A pass takes jobs with no limit as it finds them. When it found limited jobs,
     it takes their lock rows, all in one order, then ranks what it found before it
     holds any; those it passes over, the next pass passes over, for up to 8 passes
-    while each found all it asked for. In the app's transaction every pass is one
-    transaction, so a pass may only take lock rows past those held already: one that
-    would take one before them ends the batch, which could otherwise wait in a circle.
+    while each found all it asked for. Bound to the app's transaction, the passes share
+    it, so a pass may only take lock rows past those held already: one that would take
+    one before them ends the batch, which could otherwise wait in a circle.
     """
     claimed: list[Job] = []
     claimant = rows.claimant(by)

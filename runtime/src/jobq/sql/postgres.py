@@ -311,9 +311,8 @@ def settle(
     for job in fail:
         job.failed_at = job.failed_at or datetime.now(UTC)
     params = settles(done, retry, fail)
-    return [
-        str(id) for (id, *_) in db.run(lambda sql: sql.rows(statement, params)) if id is not None
-    ]
+    found = db.run(lambda sql: sql.rows(statement, params))
+    return [str(id) for (id,) in found if id is not None]
 
 
 def settles(done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> dict[str, Any]:

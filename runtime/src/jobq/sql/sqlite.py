@@ -206,9 +206,10 @@ def claim(
     most: int,
     by: Claimant | None = None,
 ) -> list[Job]:
-    """``BatchStore.claim_many`` with ``statements``, in claim order: after a read that
-    finds a job may be due, rounds of ``claim`` in one write transaction, while a round
-    that took limited jobs may have left some that another round, seeing its holds, takes."""
+    """``BatchStore.claim_many`` with ``statements``, in claim order: unbound, only once a read
+    finds a job may be due; then rounds of ``claim`` in one write transaction, while a
+    round that took limited jobs may have left some that another round, seeing its
+    holds, takes."""
     claimant = rows.claimant(by)
     if most < 1 or claimant["kinds"] == []:
         return []
