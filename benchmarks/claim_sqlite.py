@@ -94,7 +94,7 @@ def main() -> None:
             if waiting == 100_000:
                 with jobs._engine.connect() as conn:  # the benchmark's own look inside
                     for statement in ("_ANY_DUE", "_CLAIM"):
-                        sql = getattr(sys.modules["sqlite"], statement).text
+                        sql = getattr(sys.modules["sqlite"], statement)
                         plan = conn.exec_driver_sql(
                             f"EXPLAIN QUERY PLAN {sql}",
                             {"now": 1, "until": 2, "kinds": None, "by": None},

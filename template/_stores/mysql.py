@@ -1,50 +1,34 @@
-"""The app's jobs table on MySQL or MariaDB: jobq's Store, written in their SQL and nothing else.
+"""The app's jobs table on MySQL or MariaDB: jobq's Store, its SQL handed to jobq's store kit.
 
-``Jobs(engine)`` is the queue's Store; ``jobs.bind(connection)`` is the same
-table written through a transaction the app holds open, so that a job is kept
-with what else that transaction writes, or not at all. Make the engine with
-``make_engine`` (a ``mysql+pymysql://`` URL): it sets what this file relies on.
-
-Times are Unix milliseconds in SQL and aware UTC datetimes outside it; an ID
-is the ``str`` of the row's AUTO_INCREMENT key.
-
-The SQL runs on MySQL 8.0.14+ and MariaDB 10.8+ (SKIP LOCKED, window functions,
-JSON_TABLE, descending index parts). Neither has RETURNING on an UPDATE, so a
-claim reads its jobs as it locks them, then holds them by their IDs.
-
-Claims run at once on many connections, at READ COMMITTED. A claim locks the
-jobs it reads with FOR UPDATE SKIP LOCKED, so two never take one job. The
-limits (one at a time, at once) are about *other* jobs, what else is held,
-which a claim beside it has not committed yet: so a claim that meets a limited
-job first takes the lock rows of its kind and key (``job_locks``), in one
-order, then counts again what they hold, now seeing every claim before it.
-Claims of jobs with no limit never take or wait for those rows.
+``Jobs(engine)`` is the queue's Store; ``jobs.bind(connection)`` writes through
+a transaction the app holds open. Make the engine with ``make_engine`` (a
+``mysql+pymysql://`` URL). Times are Unix milliseconds; an ID is the ``str`` of
+the AUTO_INCREMENT key. Needs MySQL 8.0.14+ or MariaDB 10.8+ (SKIP LOCKED,
+window functions, JSON_TABLE). How claims keep the limits at READ COMMITTED,
+with lock rows: docs/store.md, "One writer, or many".
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jobq
 from jobq import Job
-from jobq.sql import rows
+from jobq.sql import mysql, rows
 from jobq.sql.mysql import Database, Statements, make_engine
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from sqlalchemy.engine import Connection, Engine
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs to 0004_jobs) to have
-# made: tests compare the two. utf8mb4_bin: a schedule's name and a kind
-# compare as they are written, not case- or accent-blind as the servers'
-# default collations would. Keys are SHA-256 hashes in hex: ASCII, compared
-# byte for byte.
+# What the migrations (0001_jobs to 0004_jobs) make: tests compare the two.
+# utf8mb4_bin: kinds and schedule names compare as written, not case- or
+# accent-blind. Keys are SHA-256 hex: ASCII, compared byte for byte.
 SCHEMA = (
     """
     CREATE TABLE jobs (
@@ -98,24 +82,17 @@ SCHEMA = (
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
 )
-# There are no partial indexes: jobs_due starts with failed_at, so the claim
-# reads the NULL end of it only (jobs that may run, in the order it claims in),
-# and the list of the failed and the prune read the other end. jobs_held starts
-# with held_until, so what a kind or key holds is counted from the entries of
-# the few held jobs; led by the kind, it would read every waiting job of the kind.
+# No partial indexes: jobs_due leads with failed_at, so the claim reads its NULL
+# end (in claim order) and the failed list and the prune the other. jobs_held
+# leads with held_until, so a kind's or key's held jobs are counted from the few
+# held entries; led by the kind, it would read every waiting job of the kind.
 
-# The claim reads jobs_due in claim order and locks what it returns, passing
-# over the jobs other claims have locked rather than wait for them. FORCE INDEX:
-# it must read jobs_due in order, whatever the optimizer guesses of the table's
-# statistics, or it would sort, and lock, far more than it takes.
-#
-# It passes over a job of a kind held back or paused, and a limited job whose
-# kind or key holds all it may, as far as it can tell without a lock (the
-# claims beside it have not committed yet: see _locks). Each is a count in a
-# subquery, not NOT EXISTS: MySQL makes a NOT EXISTS beside the other
-# conditions a join, whose jobs it sorts, locking every one it reads, so that
-# the claims beside it would find them all locked. A subquery's rows are read,
-# never locked. The counts read jobs_held's entries of held jobs only.
+# The claim reads jobs_due in claim order and locks what it returns, skipping
+# what other claims locked. FORCE INDEX: whatever the optimizer guesses, or it
+# would sort, and lock, far more than it takes. Held-back kinds and full limits
+# are counts in subqueries, not NOT EXISTS, which MySQL makes a join whose rows
+# it locks (the claims beside it would find them all locked); a subquery's rows
+# are read, never locked. What a limit holds is a hint here (see _RANK).
 _CLAIM = """
     SELECT {columns} FROM jobs AS due FORCE INDEX (jobs_due)
     WHERE due.failed_at IS NULL AND due.run_at <= :now AND due.held_until <= :now
@@ -138,14 +115,8 @@ _CLAIM = """
 
 @functools.lru_cache(maxsize=64)
 def _claim(keys: int, kinds: int, only: int | None = None) -> str:
-    """The claim, passing over ``keys`` (kind, key) pairs and ``kinds`` kinds' limited jobs.
-
-    A batch claim that met limited jobs it could not take claims again past
-    them: ``_Passed`` names them. ``only``: how many kinds the claimant names
-    (``:ok0``, ...), of which alone it claims; None for any. A job of another
-    kind is passed over, and not touched (nor locked: the condition is the
-    row's own, read before the lock).
-    """
+    """_CLAIM passing over ``keys`` (kind, key) pairs' and ``kinds`` kinds' limited jobs,
+    taking ``only`` kinds (None: any; a job of another kind is passed over, unlocked)."""
     allowed = (
         ""
         if only is None
@@ -159,12 +130,10 @@ def _claim(keys: int, kinds: int, only: int | None = None) -> str:
     return _CLAIM.format(columns=rows.JOB_COLUMNS, kinds=allowed, passed_over=passed_over)
 
 
-# A claim that found limited jobs takes the lock rows of their kinds (for at
-# once: the kind's own row, key '') and keys, all in one statement, in one
-# order, so two claims never wait for each other in a circle. The upsert locks
-# a row for writing at once, whether it makes it or finds it: an insert that
-# met the row, then a lock taken on it, would take one for reading first, which
-# two claims could both hold, each waiting for the other's to be let go.
+# A claim that found limited jobs takes the lock rows of their kinds (key '')
+# and keys in one statement, in one order, so two claims never wait in a circle.
+# The upsert locks for writing at once, made or found: an insert, then a lock,
+# would lock for reading first, which two claims could both hold, each waiting.
 @functools.lru_cache(maxsize=64)
 def _locks(n: int) -> str:
     values = ", ".join(f"(:lk{i}, :la{i})" for i in range(n))
@@ -174,11 +143,10 @@ def _locks(n: int) -> str:
     )
 
 
-# Holding the lock rows, the claim counts again what each kind and key holds,
-# now seeing every claim that held them before it, and ranks its own jobs, so
-# that the batch holds at most one job of a key (key_ok) and no more of an at
-# once kind than its limit leaves (kind_ok). A job passed over for its key
-# takes no room of its kind's.
+# Holding the lock rows, it counts again, now seeing every claim that held them
+# before, and ranks its own jobs: at most one of a key (key_ok), and of an at
+# once kind no more than its limit leaves (kind_ok). A job passed over for its
+# key takes no room of its kind's.
 _RANK = """
     SELECT id, key_ok, at_once IS NULL OR (key_ok AND nth_of_kind + kind_held <= at_once) AS kind_ok
     FROM (
@@ -206,13 +174,15 @@ _RANK = """
     ) AS ranked
     """
 
-# Then it holds the jobs by their IDs: their rows are locked for writing
-# already, so there is no lock to upgrade, which two claims could deadlock on.
-# A claimed job's key goes: a push of its value while it runs is a new job.
+# Then it holds the jobs by ID: their rows are locked for writing already, so
+# no lock is upgraded, which two claims could deadlock on. The key goes: a push
+# of its value while the job runs is a new job.
 _HOLD = (
     "UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL, "
     "claimed_by = :by WHERE id IN :ids"
 )
+
+_CLAIMS = mysql.ClaimStatements(due=_claim, locks=_locks, rank=_RANK, hold=_HOLD)
 
 _PUSH = """
     INSERT INTO jobs (
@@ -223,42 +193,41 @@ _PUSH = """
     )
     """
 
-# The job of a kind and key that waits; a unique push that the unique index
-# turned away (1062) reads it. The push holds a lock for reading on the waiting
-# job's key then, and takes no other lock before it ends.
+# Read by a unique push the unique index turned away (1062), which then holds a
+# lock for reading on the waiting job's key, so a claim can't take it meanwhile.
 _WAITING = "SELECT id, run_at FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
-# A latest push moves the waiting job by its ID, which locks the job's row
-# before its key's index entry, as a claim does: the other way round, as an
-# upsert would, a claim of the job at the same moment could wait for the push
-# while the push waits for it. It matches nothing once a claim took the job.
+# A latest push moves the waiting job by ID, locking its row before its key's
+# entry, as a claim does: an upsert, the other way round, could wait for a claim
+# of the job that waits for it. It matches nothing once a claim took the job.
 _MOVE = "UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :unique_key"
 
-# done, retry and fail are fenced by attempts: once a later claim has taken the
-# job (its hold ran out), the late answer of the earlier one changes nothing.
-# And by the hold: once a hold-back took its attempt back, a claim before it
-# has the same attempts, but the job is no longer held (held_until 0).
+# Fenced by attempts: once a later claim took the job, a late answer changes
+# nothing; and by the hold: a job a hold-back put back has its attempts as the
+# claim before, but held_until 0.
+#
+# A held job is read by its key, FORCE INDEX (PRIMARY), one or a batch: left to
+# choose, on the statistics of a busy table the server read a job through
+# jobs_due (by failed_at IS NULL) or jobs_held, locking that index's entries on
+# its way, in its order, and deadlocked with a settle that locks by key. (A
+# DELETE takes an index hint only in its many-table form.)
 _DONE = (
-    "DELETE FROM jobs"
+    "DELETE jobs FROM jobs FORCE INDEX (PRIMARY)"
     " WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0"
 )
 
 _RETRY = """
-    UPDATE jobs SET run_at = :run_at, held_until = 0, error = :error
+    UPDATE jobs FORCE INDEX (PRIMARY) SET run_at = :run_at, held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
 _FAIL = """
-    UPDATE jobs SET failed_at = :failed_at, ended = 'failed', held_until = 0, error = :error
+    UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, ended = 'failed', held_until = 0,
+        error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
-# The same for many jobs, one statement each, in one transaction. `id IN` lets
-# the server read the rows by their key; the pairs are the fence. FORCE INDEX
-# (PRIMARY): left to choose, the server may read them through jobs_due (by
-# failed_at IS NULL) or jobs_held, locking that index's entries first, in its
-# order, and deadlock with a settle that locks by key. (A DELETE takes an index
-# hint only in its many-table form.)
+# A batch's settles (jobq.sql.mysql.settle runs them).
 _DONE_MANY = (
     "DELETE jobs FROM jobs FORCE INDEX (PRIMARY) "
     "WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0"
@@ -287,14 +256,8 @@ _FAIL_MANY = f"""
     WHERE jobs.failed_at IS NULL AND jobs.held_until > 0
     """
 
-# Neither server has RETURNING on a DELETE or UPDATE, so a batch learns which
-# jobs it settled from its count: all of them when it is the batch's size (no
-# more round trips in the common case), none when it is 0. Only when a fence
-# dropped some but not all does it read back which: a done job is gone, a
-# retried or failed one is no longer held, with the settle's attempts. That
-# read comes after the write, so when it finds more or fewer than the count (a
-# done job that a later claim had finished already, a retried one claimed again
-# since), which were kept is not known, and none is told as kept.
+# With no RETURNING, a batch that a fence cut reads back which jobs it settled:
+# a done job is gone, a retried or failed one no longer held, with its attempts.
 _STILL_KEPT = "SELECT id FROM jobs WHERE id IN :ids"
 _PUT_BACK_NOW = """
     SELECT id FROM jobs
@@ -305,9 +268,17 @@ _FAILED_NOW = """
     WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NOT NULL
     """
 
-# A renewal changes only jobs that their claims still hold: not done, failed,
-# put back (held_until 0) nor taken by a later claim (attempts). Then it reads
-# which it renewed, as there is no RETURNING. By key, as the settles.
+_SETTLE = mysql.SettleStatements(
+    done=_DONE_MANY,
+    done_left=_STILL_KEPT,
+    retry=_RETRY_MANY,
+    retried=_PUT_BACK_NOW,
+    fail=_FAIL_MANY,
+    failed=_FAILED_NOW,
+)
+
+# Only jobs their claims still hold, by key as the settles; then which it
+# renewed, read back, as there is no RETURNING.
 _RENEW = """
     UPDATE jobs FORCE INDEX (PRIMARY) SET held_until = :until
     WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0
@@ -318,25 +289,24 @@ _RENEWED = """
     AND held_until = :until
     """
 
-# A kind's time only moves forward. held_kinds' row is taken before the job's,
-# and no claim takes it for writing: claims only read it.
+# A kind's time only moves forward. Its row is locked before the job's, and
+# claims only read it.
 _HOLD_KIND = """
     INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
     ON DUPLICATE KEY UPDATE held_until = GREATEST(held_until, :until)
     """
 
-# The job back as its claim found it: the attempt taken back, due at its
-# run_at (or, a snooze, at :run_at with one more snooze), with its key, which
-# the unique index turns away (1062) when a job pushed while it ran has the key
-# now; then it goes back without it.
+# The job as its claim found it (or, a snooze, due at :run_at with one more
+# snooze), with its key, which the unique index turns away (1062) when a job
+# pushed as it ran has it: then it goes back without.
 _PUT_BACK = """
-    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key,
+    UPDATE jobs FORCE INDEX (PRIMARY)
+    SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key,
         run_at = COALESCE(:run_at, run_at), snoozes = snoozes + :snoozed
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
-# A pause sets the kind's time (a rate's hold may be later: it is kept), a
-# pause of a paused kind moves it either way; until resumed is _FOREVER.
+# A pause never shortens a rate's hold; a paused kind's pause moves either way.
 _PAUSE = """
     INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, 1)
     ON DUPLICATE KEY UPDATE held_until = IF(paused, :until, GREATEST(held_until, :until)),
@@ -346,17 +316,20 @@ _RESUME = "UPDATE held_kinds SET held_until = 0, paused = 0 WHERE kind = :kind A
 _PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now ORDER BY kind"
 _FOREVER = 2**63 - 1  # BIGINT's largest: a pause until resumed
 
-# Each kind's jobs by state at :now (jobq.KindStats): counting every job of a
-# kind reads every row, so one scan of the table, grouped by kind and by each
-# job's state (0 due, 1 later, 2 running, 3 failed; a failed job's held_until
-# is 0). Working the state out once a row took a third of the time of five
-# conditional sums by kind (benchmarks/stats.py).
+# Each kind's jobs by state at :now: one scan, grouped by kind and by each job's
+# state (0 due, 1 later, 2 running, 3 failed; a failed job's held_until is 0),
+# worked out once a row (a third of the time of conditional sums by kind), then
+# a row a kind.
 _STATS = """
-    SELECT kind, CASE
-            WHEN failed_at IS NOT NULL THEN 3 WHEN held_until > :now THEN 2
-            WHEN run_at > :now THEN 1 ELSE 0
-        END AS state, COUNT(*), MIN(run_at)
-    FROM jobs GROUP BY kind, state
+    SELECT kind, SUM(IF(state = 0, n, 0)), SUM(IF(state = 1, n, 0)), SUM(IF(state = 2, n, 0)),
+        SUM(IF(state = 3, n, 0)), MIN(IF(state = 0, oldest, NULL))
+    FROM (
+        SELECT kind, CASE
+                WHEN failed_at IS NOT NULL THEN 3 WHEN held_until > :now THEN 2
+                WHEN run_at > :now THEN 1 ELSE 0
+            END AS state, COUNT(*) AS n, MIN(run_at) AS oldest
+        FROM jobs GROUP BY kind, state
+    ) AS counted GROUP BY kind
     """
 
 _FAILED = f"""
@@ -378,64 +351,45 @@ _PRUNE_LOCKS = """
     )
     """
 
-# Runs only move forward, in two steps whose counts mean the same whether the
-# connection counts matched rows or changed ones (SQLAlchemy always asks for
-# matched: CLIENT.FOUND_ROWS), where an INSERT ... ON DUPLICATE KEY UPDATE's
-# count says 1 both for a row it made and for one it left as it was.
-#
-# The first moves the run, locking its row; a push of the same run at once waits
-# for that lock, then sees the run where it is now and matches nothing.
+# Runs only move forward, in steps whose counts mean the same whether the
+# connection counts matched rows or changed ones (an upsert's count is 1 both
+# for a row made and one left as it was). The first moves the run, locking its
+# row: a push of the same run waits, then matches nothing.
 _MOVE_RUN = "UPDATE schedules SET run_at = :run_at WHERE name = :name AND run_at < :run_at"
-# The second makes the schedule's row if there is none. Two first runs at once
-# can both see none: the unique key turns one away (1062), leaving it a lock for
-# reading on the row the other made.
+# The second makes the row if there is none. Of two first runs at once, the
+# unique key turns one away (1062), with a lock for reading on the other's row.
 _FIRST_RUN = """
     INSERT INTO schedules (name, run_at)
     SELECT :name, :run_at FROM DUAL
     WHERE NOT EXISTS (SELECT 1 FROM schedules WHERE name = :name)
     """
-# Then the one turned away reads the run, without a lock, and moves it only if
-# it's behind its own. Moving it at once would take the row's lock for writing,
-# which two pushes turned away together, each holding its lock for reading,
-# would wait on each other for: a deadlock, for the usual case, one run pushed
-# from several instances at once.
+# The one turned away reads the run without a lock, and moves it only if it is
+# behind: two pushes turned away together, each with its lock for reading, would
+# deadlock taking the row's for writing.
 _LAST_RUN = "SELECT run_at FROM schedules WHERE name = :name"
 
-# How many times a batch claim claims again past limited jobs it met and could
-# not take, before it settles for fewer than asked.
-_PASSES = 8
-# How many times a unique push tries again when a claim or another push moved
-# the waiting job between its read and its write.
+# Tries of a latest push whose waiting job a claim or another push moved
+# between its read and its write.
 _TRIES = 10
 
 
 class Jobs:
-    """The jobs table: a jobq Store with every extra but NotifyStore.
-
-    ``Jobs(engine)`` runs each operation in a transaction of its own.
-    ``jobs.bind(connection)`` runs them in the connection's open transaction,
-    which the app commits or rolls back.
-    """
+    """The jobs table: a jobq Store with every extra but NotifyStore, each operation a
+    transaction of its own (or, bound, in the app's)."""
 
     def __init__(self, engine: Engine, *, _db: Database | None = None) -> None:
         self._engine = engine
-        self._db = _db or Database(engine)  # jobq's store kit: runs the statements below
+        self._db = _db or Database(engine)  # jobq's store kit: runs the statements above
 
     def bind(self, connection: Connection) -> Jobs:
-        """The same table, written through ``connection``'s transaction.
-
-        A push through it is kept as that transaction commits, or not at all.
-        The queue's workers can't see it before the commit: call ``queue.wake()``
-        after it, or the next poll finds the job.
-        """
+        """The same table through ``connection``'s transaction: a push is kept as it commits,
+        or not at all. Call ``queue.wake()`` after the commit, or the next poll finds it."""
         return Jobs(self._engine, _db=self._db.bind(connection))
 
     # Store
 
     def push(self, job: Job) -> None:
-        # A plain push keeps no unique key: only push_unique and push_latest do.
-        params = rows.insert(job)
-        params["unique_key"] = None
+        params = {**rows.insert(job), "unique_key": None}  # a plain push keeps no key
         job.id = str(self._db.run(lambda sql: sql.insert(_PUSH, params), alone=True))
 
     def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
@@ -497,7 +451,7 @@ class Jobs:
             self.push(job)
             return True
         params = rows.insert(job)
-        id, pushed = self._db.run(lambda sql: _push_unique(sql, params))
+        id, pushed = self._db.run(lambda sql: mysql.insert_unique(sql, _PUSH, _WAITING, params))
         job.id = str(id)
         return pushed
 
@@ -511,17 +465,14 @@ class Jobs:
             """The waiting job moved, or this one pushed: its ID; None when a push beat it."""
             found = sql.rows(_WAITING, params)
             if found and found[0][1] == params["run_at"]:
-                # Due then already: nothing to write, and no lock that a claim
-                # of the job at this moment would pass it over for.
-                return int(found[0][0])
+                return int(found[0][0])  # due then already: no write, no lock for a claim to meet
             if found and sql.count(_MOVE, {**params, "id": found[0][0]}):
                 return int(found[0][0])
             return sql.insert_or_none(_PUSH, params)
 
         for _ in range(_TRIES):
-            # Each try in a transaction of its own, when the store has its own:
-            # the one turned away holds a lock for reading on the key that a
-            # claim of the waiting job needs, and must not wait for that claim.
+            # Each try a transaction of its own: the one turned away holds a lock
+            # for reading on the key, which a claim of the waiting job needs.
             id = self._db.run(once)
             if id is not None:
                 job.id = str(id)
@@ -545,25 +496,21 @@ class Jobs:
     # HoldBackStore
 
     def hold_back(self, job: Job, until: datetime) -> None:
-        fence = rows.fence(job)
-
         def work(sql: Statements) -> None:
             sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
-            _put_back(sql, job, fence)
+            _put_back(sql, job)
 
         self._db.run(work)
 
     # GiveBackStore
 
     def give_back(self, job: Job) -> bool:
-        fence = rows.fence(job)
-        return self._db.run(lambda sql: _put_back(sql, job, fence), alone=True) > 0
+        return self._db.run(lambda sql: _put_back(sql, job), alone=True) > 0
 
     # SnoozeStore
 
     def snooze(self, job: Job, until: datetime) -> bool:
-        fence = {**rows.fence(job), "run_at": rows.ms(until), "snoozed": 1}
-        return self._db.run(lambda sql: _put_back(sql, job, fence), alone=True) > 0
+        return self._db.run(lambda sql: _put_back(sql, job, until), alone=True) > 0
 
     # PauseStore
 
@@ -581,73 +528,26 @@ class Jobs:
     # StatsStore
 
     def stats(self, now: datetime) -> list[jobq.KindStats]:
-        found = self._db.run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)}))
-        return _kind_stats(found)
+        return rows.stats(self._db.run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)})))
 
     # BatchStore
 
     def claim_many(
         self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
     ) -> list[Job]:
-        claimed: list[Job] = []
-        claimant = rows.claimant(by)
-        if claimant["kinds"] == []:
-            return claimed
-        passed = _Passed()
-        claim = functools.partial(_claim_once, now=now, until=until, passed=passed, **claimant)
-        for _ in range(_PASSES):
-            if len(claimed) >= most:
-                break
-            if self._db.connection is None:
-                passed.locked.clear()  # the pass before committed, letting its lock rows go
-            got, again = self._db.run(functools.partial(claim, most=most - len(claimed)))
-            claimed += got
-            if not again:
-                break
-        return claimed
+        return mysql.claim(self._db, _CLAIMS, now, until, most, by)
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
     ) -> list[str]:
-        if not (done or retry or fail):
-            return []
-        stamped = datetime.now(UTC)
-        for job in fail:
-            job.failed_at = job.failed_at or stamped
-
-        def work(sql: Statements) -> list[str]:
-            kept: list[str] = []
-            if done:
-                fences = _fences(done)
-                count = sql.count(_DONE_MANY, fences)
-                if count == len(done):
-                    kept += (job.id for job in done)
-                elif count:
-                    left = {str(id) for (id,) in sql.rows(_STILL_KEPT, fences)}
-                    kept += _exactly(count, [job.id for job in done if job.id not in left])
-            for jobs, settle, check, times in (
-                (retry, _RETRY_MANY, _PUT_BACK_NOW, [j.run_at for j in retry]),
-                (fail, _FAIL_MANY, _FAILED_NOW, [j.failed_at or stamped for j in fail]),
-            ):
-                if not jobs:
-                    continue
-                count = sql.count(settle, _settles(jobs, times))
-                if count == len(jobs):
-                    kept += (job.id for job in jobs)
-                elif count:
-                    kept += _exactly(count, [str(id) for (id,) in sql.rows(check, _fences(jobs))])
-            return kept
-
-        # Each statement alone: each is fenced, so one that is kept while a later
-        # one fails is a settle done, and running them all again changes nothing.
-        return self._db.run(work, alone=True)
+        return mysql.settle(self._db, _SETTLE, done, retry, fail)
 
     # RenewStore
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
         if not jobs:
             return []
-        params = {**_fences(jobs), "until": rows.ms(until)}
+        params = {**mysql.fences(jobs), "until": rows.ms(until)}
 
         def work(sql: Statements) -> list[str]:
             sql.count(_RENEW, params)
@@ -656,12 +556,9 @@ class Jobs:
         return self._db.run(work)
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many.
-
-        Also lets go of what claims no longer need: kinds held back or paused
-        until a time passed at ``now`` (the clock's, unless given), and the lock
-        rows of keys no job has.
-        """
+        """Delete the jobs that failed for good before ``before``; say how many. And the
+        kinds' holds and pauses ended at ``now`` (the clock's, unless given), and the lock
+        rows of keys no job has."""
         params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
 
         def work(sql: Statements) -> int:
@@ -672,170 +569,19 @@ class Jobs:
         return self._db.run(work)
 
 
-class _Passed:
-    """What a batch claim met and could not take, which its next pass passes over.
-
-    A job's (kind, key) when a held job has its key, or the batch took one of
-    it already; a kind when its at-once limit is reached. And the lock rows the
-    transaction holds: in the app's transaction, every pass runs in one, and
-    a pass may only take rows past those, in their one order.
-    """
-
-    def __init__(self) -> None:
-        self.keys: set[tuple[str, str]] = set()
-        self.kinds: set[str] = set()
-        self.locked: set[tuple[str, str]] = set()
-
-    def params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {}
-        for i, (kind, key) in enumerate(sorted(self.keys)):
-            params[f"pk{i}"], params[f"pa{i}"] = kind, key
-        for i, kind in enumerate(sorted(self.kinds)):
-            params[f"ck{i}"] = kind
-        return params
-
-
-def _claim_once(
-    sql: Statements,
-    *,
-    now: datetime,
-    until: datetime,
-    most: int,
-    passed: _Passed,
-    by: str | None = None,
-    kinds: list[str] | None = None,
-) -> tuple[list[Job], bool]:
-    """Claim up to ``most`` jobs in one transaction; say too whether to claim again past some.
-
-    Jobs with no limit are taken as they are found. When the claim found
-    limited jobs, it takes their lock rows and ranks what it found before it
-    holds any (_LOCKS, _RANK); those it passes over go in ``passed``, and when
-    it found all it asked for, a claim past them may find more.
-    """
-    params = {"now": rows.ms(now), "until": rows.ms(until), "most": most}
-    only = {f"ok{i}": kind for i, kind in enumerate(kinds or ())}
-    claim = _claim(len(passed.keys), len(passed.kinds), None if kinds is None else len(kinds))
-    found = sql.rows(claim, {**params, **passed.params(), **only})
-    if not found:
-        return [], False
-    # By JOB_COLUMNS: 0 id, 1 kind, 8 alone_key, 9 at_once.
-    limited = [row for row in found if row[8] is not None or row[9] is not None]
-    taken = found
-    again = False
-    if limited:
-        locks = sorted(
-            {(row[1], "") for row in limited if row[9] is not None}
-            | {(row[1], row[8]) for row in limited if row[8] is not None}
-        )
-        new = set(locks) - passed.locked
-        if new and passed.locked and min(new) < max(passed.locked):
-            # Out of order, it could wait in a circle with another claim: the
-            # batch settles for what it has, and the jobs' row locks go as the
-            # transaction ends.
-            return [], False
-        passed.locked.update(locks)
-        lock_params: dict[str, Any] = {}
-        for i, (kind, key) in enumerate(locks):
-            lock_params[f"lk{i}"], lock_params[f"la{i}"] = kind, key
-        sql.count(_locks(len(locks)), lock_params)
-        ranked = {
-            int(id): (bool(key_ok), bool(kind_ok))
-            for id, key_ok, kind_ok in sql.rows(
-                _RANK, {**params, "ids": tuple(int(row[0]) for row in found)}
-            )
-        }
-        taken = []
-        for row in found:
-            key_ok, kind_ok = ranked[int(row[0])]
-            if key_ok and kind_ok:
-                taken.append(row)
-                if row[8] is not None:
-                    passed.keys.add((row[1], row[8]))  # one job of a key in a batch
-                continue
-            again = True
-            if not key_ok:
-                passed.keys.add((row[1], row[8]))
-            else:
-                passed.kinds.add(row[1])
-        again = again and len(found) == most
-    if taken:
-        sql.count(_HOLD, {**params, "by": by, "ids": tuple(int(row[0]) for row in taken)})
-    claimed = [rows.job(row) for row in taken]
-    for job in claimed:
-        job.attempts += 1
-        job.claimed_by = by
-    return claimed, again
-
-
 def _push_run(sql: Statements, job: Job) -> int:
     """Push a schedule's run: a unique kind's job that waits already *is* the run."""
     if job.key:
-        return _push_unique(sql, rows.insert(job))[0]
+        return mysql.insert_unique(sql, _PUSH, _WAITING, rows.insert(job))[0]
     return sql.insert(_PUSH, {**rows.insert(job), "unique_key": None})
 
 
-def _push_unique(sql: Statements, params: Mapping[str, Any]) -> tuple[int, bool]:
-    """Push unless a job of the kind and key waits: (the ID of the one that waits now, pushed?)."""
-    for _ in range(_TRIES):
-        id = sql.insert_or_none(_PUSH, params)
-        if id is not None:
-            return id, True
-        # The unique index turned it away: the waiting job is committed, and
-        # this transaction's lock on its key keeps a claim from taking it now.
-        found = sql.rows(_WAITING, params)
-        if found:
-            return int(found[0][0]), False
-    raise jobq.StoreLocked("a unique push met other pushes and claims of its key: push it again")
-
-
-def _put_back(sql: Statements, job: Job, fence: dict[str, Any]) -> int:
-    """The job back as its claim found it, with its key unless another job has it now.
-
-    ``fence`` may carry a snooze's ``run_at`` and ``snoozed`` (1); else it goes
-    back due at its own run_at, its snoozes as they were.
-    """
-    fence = {"run_at": None, "snoozed": 0, **fence}
+def _put_back(sql: Statements, job: Job, snoozed_until: datetime | None = None) -> int:
+    """The job back as its claim found it (or snoozed until a time), with its key unless
+    another job has it now."""
+    params = rows.put_back(job, snoozed_until)
     if job.key:
-        kept = sql.count_or_none(_PUT_BACK, {**fence, "unique_key": job.key})
+        kept = sql.count_or_none(_PUT_BACK, params)
         if kept is not None:
             return kept
-    return sql.count(_PUT_BACK, {**fence, "unique_key": None})
-
-
-def _exactly(count: int, found: list[str]) -> list[str]:
-    """The IDs read back after a settle that kept ``count`` of its batch, when they are that
-    many; none when they are not (which were kept is then not known: none is told as kept)."""
-    return found if len(found) == count else []
-
-
-def _fences(jobs: Sequence[Job]) -> dict[str, Any]:
-    """The jobs' IDs, and (id, attempts) pairs that pick them while their claims have them."""
-    pairs = sorted((int(job.id), job.attempts) for job in jobs)
-    return {"ids": tuple(id for id, _ in pairs), "fences": tuple(pairs)}
-
-
-def _settles(jobs: Sequence[Job], times: Sequence[datetime]) -> dict[str, Any]:
-    """Retries or fails as _SETTLES reads them, by ID: the order their rows lock in."""
-    settles = sorted(
-        (
-            {"id": int(job.id), "attempts": job.attempts, "at": rows.ms(at)}
-            | ({} if job.error is None else {"error": job.error})
-            for job, at in zip(jobs, times, strict=True)
-        ),
-        key=lambda s: s["id"],
-    )
-    return {"settles": json.dumps(settles)}
-
-
-def _kind_stats(found: Sequence[Sequence[Any]]) -> list[jobq.KindStats]:
-    """Each kind's stats, sorted by kind, from _STATS's rows: (kind, state, count, oldest)."""
-    counts: dict[str, list[int]] = {}
-    oldest: dict[str, datetime] = {}
-    for kind, state, count, first in found:
-        counts.setdefault(kind, [0, 0, 0, 0])[int(state)] = int(count)
-        if int(state) == 0:
-            oldest[kind] = rows.at(int(first))
-    return [
-        jobq.KindStats(kind, due, later, running, failed, oldest.get(kind))
-        for kind, (due, later, running, failed) in sorted(counts.items())
-    ]
+    return sql.count(_PUT_BACK, {**params, "unique_key": None})

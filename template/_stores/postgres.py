@@ -1,37 +1,25 @@
-"""The app's jobs table on PostgreSQL: jobq's Store, written in Postgres's SQL and nothing else.
+"""The app's jobs table on PostgreSQL: jobq's Store, its SQL handed to jobq's store kit.
 
 ``Jobs(engine)`` is the queue's Store, with every extra; ``jobs.bind(connection)``
-is the same table written through a transaction the app holds open, so that a
-job is kept with what else that transaction writes, or not at all. Make the
-engine with ``make_engine`` (a ``postgresql+psycopg://`` URL).
-
-Times are Unix milliseconds in SQL and aware UTC datetimes outside it; an ID
-is the ``str`` of the row's bigint identity.
-
-Each operation of ``Jobs(engine)`` is one statement in autocommit mode: one
-round trip to the server, with no BEGIN or COMMIT around it. A statement is a
-transaction of its own, so the claim, which finds its jobs and holds them, and
-the schedule's push, which moves the run and inserts its job, are each all or
-nothing. The one exception is the claim of a limited kind's jobs (AtOnce,
-OneAtATime), a short transaction that takes the kind's and key's lock rows
-first: see docs/store.md, "One writer, or many".
-
-Every push sends ``NOTIFY jobq`` in its own statement, which the server
-delivers as the push commits; ``listen`` wakes a queue on each.
+writes through a transaction the app holds open. Make the engine with
+``make_engine`` (a ``postgresql+psycopg://`` URL). Times are Unix milliseconds;
+an ID is the ``str`` of the bigint identity. Each operation is one statement in
+autocommit, all or nothing, but the claim of limited jobs, a short transaction
+that takes lock rows first (docs/store.md, "One writer, or many"). Every push
+sends ``NOTIFY jobq`` in its statement, delivered as it commits.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jobq
 from jobq import Job
-from jobq.sql import rows
-from jobq.sql.postgres import Database, Statements, make_engine, sqlstate
+from jobq.sql import postgres, rows
+from jobq.sql.postgres import Database, make_engine
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -40,8 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs to 0004_jobs) to have
-# made: tests compare the two.
+# What the migrations (0001_jobs to 0004_jobs) make: tests compare the two.
 SCHEMA = (
     """
     CREATE TABLE jobs (
@@ -71,11 +58,10 @@ SCHEMA = (
         result       text
     )
     """,
-    # The claim's index, in claim order: only jobs that may run are in it, so
-    # neither failed jobs nor the ones waiting for later add to what a poll reads.
+    # The claim's index, in claim order, of the jobs that may run only.
     "CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id) WHERE failed_at IS NULL",
-    # The same for the jobs a limit may pass over: a claim asks it whether any
-    # is due without reading past the many jobs that have no limit.
+    # The same for limited jobs: a claim asks it whether any is due without
+    # reading past the many jobs that have no limit.
     """
     CREATE INDEX jobs_limited ON jobs (priority DESC, run_at, id)
     WHERE failed_at IS NULL AND (alone_key IS NOT NULL OR at_once IS NOT NULL)
@@ -100,8 +86,7 @@ SCHEMA = (
         paused     boolean NOT NULL DEFAULT false
     )
     """,
-    # The rows that claims of a limited kind take turns on; the kind's own row
-    # has alone_key '', which no job's key is.
+    # The rows claims of a limited kind take turns on; the kind's own has key ''.
     """
     CREATE TABLE job_locks (
         kind      text NOT NULL,
@@ -112,24 +97,14 @@ SCHEMA = (
 )
 
 _CHANNEL = "jobq"
-
-# A kind paused until resumed is held until the last millisecond a bigint has.
-_FOREVER = 2**63 - 1
+_FOREVER = 2**63 - 1  # bigint's largest: a pause until resumed
 
 
 def _due(jobs: str) -> str:
-    """What a due job (of the table named ``jobs`` in the query) of a kind not held back is.
-
-    Of the claimant's kinds only, in the statement ``_of_kinds`` makes of it
-    (the marker is left out for any kind): a job of another kind is passed
-    over as a held-back kind's is, and not touched.
-
-    The held kinds are an anti-join, not ``kind <> ALL (ARRAY(...))``: the
-    planner can't see into an array read as the statement runs, guessed that
-    few jobs passed it, and sorted every due job for a batch rather than read
-    the index in order (a claim of 128 of 50,000 due jobs: 73 ms, against 3.5
-    ms so; test_a_batch_claim_reads_the_due_index_in_order_however_many_wait).
-    """
+    """A due job (of the table named ``jobs`` in the query) of a kind not held back, and of
+    the claimant's kinds when ``_of_kinds`` fills the marker. The held kinds are an
+    anti-join, not ``kind <> ALL (ARRAY(...))``, an array the planner can't see into,
+    which made it sort every due job for a batch (docs/store.md, "One writer, or many")."""
     return f"""
     failed_at IS NULL AND run_at <= :now AND held_until <= :now
     /*kinds:{jobs}*/
@@ -140,9 +115,8 @@ def _due(jobs: str) -> str:
 """
 
 
-# A limited job that its limits let through as things stand, before any lock:
-# no held job of its kind has its key, and its kind holds fewer than its limit.
-# Read under the lock rows, it is the truth; read without, a hint.
+# A limited job its limits let through as things stand: read under the lock
+# rows, the truth; read without, a hint.
 _MAY_RUN = """
     AND (alone_key IS NULL OR NOT EXISTS (
         SELECT 1 FROM jobs AS running
@@ -155,8 +129,8 @@ _MAY_RUN = """
     ))
 """
 
-# The priorities of jobs that may run, highest first, each one probe of
-# jobs_due (a loose index scan): (NULL) ends them.
+# The priorities of jobs that may run, highest first, one probe of jobs_due
+# each (a loose index scan); (NULL) ends them.
 _PRIORITIES = """
     priorities (priority) AS (
         (SELECT priority FROM jobs WHERE failed_at IS NULL ORDER BY priority DESC LIMIT 1)
@@ -172,12 +146,9 @@ _PRIORITIES = """
 
 @functools.cache
 def _of_kinds(statement: str, filtered: bool) -> str:
-    """A claim statement taking only the kinds in :kinds, or (``filtered`` False) any kind.
-
-    Two statements, not one with ``:kinds IS NULL OR ...``: that OR, which a
-    generic plan cannot fold away, changed the plans of the limited claims and
-    made them take fewer jobs at once than their limits allow.
-    """
+    """``statement`` taking only the kinds :kinds, or (``filtered`` False) any. Two
+    statements, not ``:kinds IS NULL OR ...``: a generic plan can't fold that OR away,
+    and it made the limited claims take fewer jobs at once than their limits allow."""
     return re.sub(
         r"/\*kinds:(\w+)\*/",
         lambda m: f"AND {m[1]}.kind = ANY (CAST(:kinds AS text[]))" if filtered else "",
@@ -190,34 +161,27 @@ _UNLIMITED = "alone_key IS NULL AND at_once IS NULL"
 _ORDER = "ORDER BY priority DESC, run_at, id"
 _HOLD = "SET held_until = :until, attempts = attempts + 1, unique_key = NULL, claimed_by = :by"
 _NONE = ", ".join(["NULL"] * len(rows.JOB_COLUMNS.split(", ")))
-# A claim clears the key, and gives the job back with the key it had, which a
-# hold-back puts back.
+# A claim clears the key, and returns the key it had, for a hold-back to put back.
 _CLAIMED = rows.JOB_COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
-# Both claims hold the jobs their `chosen` picked. The IDs are named twice: as an
-# array too, the planner reads them by the primary key, where for a batch it
-# would read the whole table to hash-join them (1 ms at 5,000 jobs).
+# Both claims hold what `chosen` picked. The IDs are named as an array too, so
+# the planner reads them by the primary key, not the whole table to hash-join.
 _HOLD_CHOSEN = f"""
     UPDATE jobs {_HOLD} FROM chosen
     WHERE jobs.id = chosen.pick AND jobs.id = ANY (ARRAY(SELECT pick FROM chosen))
     RETURNING {_CLAIMED}
 """
 
-# The claim of jobs with no limit: one statement, however many at once. SKIP
-# LOCKED passes over the rows other claims have locked rather than wait for
-# them, and a row another claim held and committed meanwhile is checked again
-# against the WHERE, so no two claims get one job. It takes only the jobs that
-# come before the first limited job that may be due (next_limited, read in
-# claim order from jobs_limited), and returns that job's place as one more
-# row, flagged, so that the caller knows to claim the rest under the locks.
+# The claim of jobs with no limit, one statement however many. SKIP LOCKED
+# passes over rows other claims locked, and a row one committed meanwhile is
+# checked again against the WHERE: no two claims get one job. It takes only the
+# jobs before the first limited job that may be due (next_limited, from
+# jobs_limited), and returns that one's place as a row flagged true: the rest
+# is claimed under the lock rows.
 #
-# Both read the due jobs one priority at a time (priorities, below): the index
-# leads with priority, so a range of run_at <= :now is contiguous only within
-# one priority, and a claim that read it whole would walk every job waiting for
-# later. Priorities are few; each is one probe of the index, then a range that
-# starts at its first due job and ends at the first one it takes or passes
-# over. The nested loop reads the priorities in the order the recursive CTE
-# makes them, highest first, and stops once the LIMIT is met, so a priority
-# below is never read, nor its rows locked, when the ones above filled it.
+# It reads one priority at a time: jobs_due leads with priority, so run_at <=
+# :now is a range only within one, and reading it whole would walk every job
+# waiting for later. The nested loop takes the priorities highest first and
+# stops at the LIMIT, never reading, nor locking, a priority below.
 _CLAIM = f"""
     WITH RECURSIVE {_PRIORITIES},
     next_limited AS MATERIALIZED (
@@ -252,10 +216,9 @@ _CLAIM = f"""
     """
 
 # The limited claim's first step, in its transaction: the lock rows of the
-# kinds and keys it may claim, taken in one order (kind, then key, the kind's
-# own row '' first, compared byte by byte), so two claims never wait for each
-# other in a circle. The upsert locks a row whether it makes it or finds it,
-# and its update changes nothing.
+# kinds and keys it may claim, in one order (kind, then key, the kind's row ''
+# first, byte by byte), so two claims never wait in a circle. The upsert locks
+# a row whether it makes it or finds it.
 _LOCK = f"""
     WITH candidates AS (
         SELECT kind, alone_key, at_once FROM jobs AS due
@@ -274,10 +237,9 @@ _LOCK = f"""
     """
 
 # Holding the lock rows, a new statement sees every claim that held them
-# before: it counts again, and takes what is left. The candidates are the
-# limited jobs of the locked kinds and keys that may run, and the next jobs
-# with no limit; window functions keep at most one of a key and, of an
-# AtOnce kind, no more than its limit leaves, counting the batch itself.
+# before: it counts again and takes what is left, of the locked kinds' and
+# keys' limited jobs and the next with no limit; window functions keep one of
+# a key and, of an AtOnce kind, what its limit leaves, counting the batch.
 _CLAIM_LIMITED = f"""
     WITH locked AS (
         SELECT * FROM unnest(CAST(:lock_kinds AS text[]), CAST(:lock_keys AS text[]))
@@ -320,6 +282,12 @@ _CLAIM_LIMITED = f"""
     {_HOLD_CHOSEN}
     """
 
+_CLAIMS = postgres.ClaimStatements(
+    free=functools.partial(_of_kinds, _CLAIM),
+    lock=functools.partial(_of_kinds, _LOCK),
+    limited=functools.partial(_of_kinds, _CLAIM_LIMITED),
+)
+
 _COLUMNS_IN = (
     "kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts"
 )
@@ -329,18 +297,17 @@ _VALUES = (
 )
 _ON_KEY = "ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL"
 
-# Each push notifies in its own statement: one round trip, and the server
-# delivers the notification as the push commits, in the app's transaction too.
-# In the RETURNING list, not a CTE around the INSERT: 3-10 µs less of a push's
-# 200 here, about what a plain INSERT costs (pg_notify returns void, read as '').
+# A push notifies in its statement, delivered as it commits (in the app's
+# transaction too); in the RETURNING list, not a CTE around the INSERT, which
+# cost about what a plain INSERT does (docs/store.md, "A push's way").
 _PUSH = f"""
     INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
     RETURNING id, pg_notify('{_CHANNEL}', kind)
     """
 
 # The unique index turns a second key away; then the waiting job's ID is read
-# in the same statement. (It can't see a job that a push beside it committed
-# while this one waited on it: the caller reads again.)
+# in the same statement, which can't see one committed while it waited on it
+# (jobq.sql.postgres.insert_unique reads again, with _WAITING).
 _PUSH_UNIQUE = f"""
     WITH pushed AS (
         INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES}) {_ON_KEY} DO NOTHING
@@ -354,9 +321,8 @@ _PUSH_UNIQUE = f"""
 
 _WAITING = "SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
-# A job that waits with the key is moved to the push's time, the rest of it
-# left as it was. The upsert locks the job's row; a claim that took it first
-# cleared its key, and the insert then meets no key and pushes a new job.
+# The job that waits with the key moves to the push's time, and nothing else
+# of it. A claim that took it first cleared its key: then a new job goes in.
 _PUSH_LATEST = f"""
     WITH pushed AS (
         INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
@@ -367,11 +333,10 @@ _PUSH_LATEST = f"""
     """
 
 # Runs only move forward: the upsert returns no row when this run, or a later
-# one, was pushed already, and then the insert has nothing to select from. One
+# one, was pushed already, and the insert then has nothing to select from; one
 # statement, so the run is never kept without its job. Of pushes of one run at
-# once, the first to insert or move the row wins; the others wait for its lock,
-# then see the run where it is now and change nothing. A unique kind's job that
-# waits with the key is the run: the run moves, and no job is pushed.
+# once, the first wins, the others wait for its lock and change nothing. A
+# unique kind's job waiting with the key is the run: no job is pushed.
 _SCHEDULE = f"""
     WITH run AS (
         INSERT INTO schedules (name, run_at) VALUES (:name, :run_at)
@@ -392,13 +357,10 @@ _SCHEDULE = f"""
     """
 
 
-# A batch's jobs, read by their key: `ids` named through ARRAY(SELECT ...), an
-# array the planner cannot count, so it reads them by jobs_pkey whatever it
-# believes of the held jobs. Given the array, or a join with its unnest, it
-# trusted statistics taken when none were held (held_until > 0: one row, it
-# guessed) and read every held job through jobs_held, comparing each with each
-# job of the batch: 125-185 ms to settle 128 with 7,680 held (docs/store.md).
-# What each job was given is read by its place in the arrays.
+# A batch's jobs, read by key: through ARRAY(SELECT ...), which the planner
+# can't count, it reads them by jobs_pkey; given the array, or a join with its
+# unnest, it trusted stale statistics of held jobs and read them all through
+# jobs_held (docs/store.md, "Settles"). Each job's values by their place.
 def _by_key(ids: str) -> str:
     return f"jobs.id = ANY (ARRAY(SELECT unnest(CAST(:{ids} AS bigint[]))))"
 
@@ -408,10 +370,9 @@ def _given(values: str, type: str, ids: str) -> str:
     return f"(CAST(:{values} AS {type}))[array_position(CAST(:{ids} AS bigint[]), jobs.id)]"
 
 
-# Every settle is fenced by (id, attempts): once a later claim has taken the
-# job (its hold ran out), the late answer of the earlier one changes nothing.
-# And by the hold: once a hold-back took its attempt back, a claim before it
-# has the same attempts, but the job is no longer held (held_until 0).
+# Fenced by attempts: once a later claim took the job, a late answer changes
+# nothing; and by the hold: a job a hold-back put back has its attempts as the
+# claim before, but held_until 0.
 def _fenced(ids: str, attempts: str) -> str:
     return (
         f"{_by_key(ids)} AND jobs.attempts = {_given(attempts, 'integer[]', ids)}"
@@ -419,9 +380,9 @@ def _fenced(ids: str, attempts: str) -> str:
     )
 
 
-# One statement for all three, returning the IDs it settled (what was kept), and
-# a NULL for each limited kind it notified: a limited kind's settle notifies, so
-# a claim of that kind waiting on another instance tries again at once.
+# All three in one, returning the IDs it settled (what was kept), and a NULL
+# for each limited kind, which it notifies: a claim of it waiting on another
+# instance tries again at once.
 _SETTLE = f"""
     WITH done AS (
         DELETE FROM jobs WHERE {_fenced("done_ids", "done_attempts")}
@@ -455,31 +416,10 @@ _RENEW = f"""
     RETURNING jobs.id
     """
 
-# The kind's time only moves forward (a pause that ends before it ends with
-# it); then the job goes back as its claim found it, with its key again unless
-# a job pushed as it ran has the key now. A push of the key that commits
-# between the look and the write makes the index refuse it: the caller runs
-# the statement again, which then sees that job.
-_HOLD_BACK = """
-    WITH kind_held AS (
-        INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
-        ON CONFLICT (kind) DO UPDATE SET
-            held_until = greatest(held_kinds.held_until, excluded.held_until),
-            paused = held_kinds.paused AND held_kinds.held_until >= excluded.held_until
-    )
-    UPDATE jobs SET attempts = attempts - 1, held_until = 0, unique_key = (
-        SELECT CAST(:unique_key AS text) WHERE NOT EXISTS (
-            SELECT 1 FROM jobs AS waiting
-            WHERE waiting.kind = :kind AND waiting.unique_key = :unique_key
-        )
-    )
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
-    """
-
-# The job alone, as _HOLD_BACK puts it back, due at its run_at, or (a snooze)
-# at :run_at with one more snooze; it notifies, as a push does: an instance that
-# waits on its kind may claim it now.
-_GIVE_BACK = f"""
+# The job as its claim found it, with its key unless a job pushed as it ran
+# has it. A push of the key committed between the look and the write makes the
+# index refuse it: Database.rerun_on_duplicate runs it again, seeing that job.
+_PUT_BACK = """
     UPDATE jobs SET attempts = attempts - 1, held_until = 0,
         run_at = coalesce(CAST(:run_at AS bigint), run_at), snoozes = snoozes + :snoozed,
         unique_key = (
@@ -489,8 +429,21 @@ _GIVE_BACK = f"""
             )
         )
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
-    RETURNING pg_notify('{_CHANNEL}', kind)
     """
+
+# The kind's time only moves forward (a pause ending before it ends with it).
+_HOLD_BACK = f"""
+    WITH kind_held AS (
+        INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
+        ON CONFLICT (kind) DO UPDATE SET
+            held_until = greatest(held_kinds.held_until, excluded.held_until),
+            paused = held_kinds.paused AND held_kinds.held_until >= excluded.held_until
+    )
+    {_PUT_BACK}"""
+
+# Due (at once, or a snooze's :run_at), it notifies, as a push does: an instance
+# waiting on its kind may claim it.
+_GIVE_BACK = f"{_PUT_BACK} RETURNING pg_notify('{_CHANNEL}', kind)"
 
 # A pause replaces the kind's pause before it, but never shortens a rate's hold.
 _PAUSE = """
@@ -502,12 +455,10 @@ _PAUSE = """
     """
 
 _RESUME = "DELETE FROM held_kinds WHERE kind = :kind AND paused"
-
 _PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
 
-# Each kind's jobs by state at :now (jobq.KindStats), in one read of the table:
-# a count of every job of a kind reads every row, and one pass reads each once.
-# A failed job's held_until is 0, so it is never running.
+# Each kind's jobs by state at :now, in one read of the table (a failed job's
+# held_until is 0: it is never running).
 _STATS = """
     SELECT kind,
         count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
@@ -528,8 +479,8 @@ _RUN_AGAIN = """
     WHERE id = :id AND failed_at IS NOT NULL
     """
 
-# The lock rows of keys no job has any more go with the failed jobs, and the
-# kinds whose hold or pause has ended (a rate's hold-backs leave a row a kind).
+# With the failed jobs go the lock rows of keys no job has, and the kinds
+# whose hold or pause has ended (a rate's hold-backs leave a row a kind).
 _PRUNE = """
     WITH ended AS (DELETE FROM held_kinds WHERE held_until < :now),
     unused AS (
@@ -543,36 +494,24 @@ _PRUNE = """
     SELECT count(*) FROM pruned
     """
 
-_UNIQUE_VIOLATION = "23505"
-
-_log = logging.getLogger("jobq")
-
 
 class Jobs:
-    """The jobs table: a jobq Store with every extra.
-
-    ``Jobs(engine)`` runs each operation as a transaction of its own.
-    ``jobs.bind(connection)`` runs them in the connection's open transaction,
-    which the app commits or rolls back.
-    """
+    """The jobs table: a jobq Store with every extra, each operation a transaction of its
+    own (or, bound, in the app's)."""
 
     def __init__(self, engine: Engine, *, _db: Database | None = None) -> None:
         self._engine = engine
-        self._db = _db or Database(engine)  # jobq's store kit: runs the statements below
+        self._db = _db or Database(engine)  # jobq's store kit: runs the statements above
 
     def bind(self, connection: Connection) -> Jobs:
-        """The same table, written through ``connection``'s transaction.
-
-        A push through it is kept as that transaction commits, or not at all,
-        and wakes the queues that listen as it commits.
-        """
+        """The same table through ``connection``'s transaction: a push is kept as it commits,
+        or not at all, and wakes the queues that listen then."""
         return Jobs(self._engine, _db=self._db.bind(connection))
 
     # Store
 
     def push(self, job: Job) -> None:
-        params = rows.insert(job)
-        params["unique_key"] = None  # a plain push holds no key
+        params = {**rows.insert(job), "unique_key": None}  # a plain push keeps no key
         job.id = str(self._db.run(lambda sql: sql.rows(_PUSH, params))[0][0])
 
     def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
@@ -593,57 +532,19 @@ class Jobs:
     def claim_many(
         self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
     ) -> list[Job]:
-        claimant = rows.claimant(by)
-        if most < 1 or claimant["kinds"] == []:
-            return []
-        params = {"now": rows.ms(now), "until": rows.ms(until), "most": most, **claimant}
-        filtered = params["kinds"] is not None
-        found = self._db.run(lambda sql: sql.rows(_of_kinds(_CLAIM, filtered), params))
-        claimed = [rows.job(row) for row in found if not row[-1]]
-        if len(claimed) < most and len(claimed) < len(found):
-            # A limited job may be due: the rest of the batch, under the locks.
-            params["most"] = most - len(claimed)
-            params["window"] = min(4 * params["most"] + 16, 1000)  # jobs
-            try:
-                claimed += self._db.run(lambda sql: self._claim_limited(sql, params))
-            except jobq.StoreError:
-                if not claimed:
-                    raise
-                # The jobs held above are the batch: returned, they run, where
-                # lost with the error they would wait out their hold.
-                _log.warning(
-                    "the claim of limited kinds failed; claimed without them", exc_info=True
-                )
-        claimed.sort(key=lambda job: (-job.priority, job.run_at, int(job.id)))
-        return claimed
-
-    def _claim_limited(self, sql: Statements, params: dict[str, Any]) -> list[Job]:
-        with sql.transaction():
-            filtered = params["kinds"] is not None
-            locked = sql.rows(_of_kinds(_LOCK, filtered), params)
-            if not locked:
-                return []  # the limited jobs were claimed or settled meanwhile
-            keys = {"lock_kinds": [k for k, _ in locked], "lock_keys": [a for _, a in locked]}
-            claim = _of_kinds(_CLAIM_LIMITED, filtered)
-            return [rows.job(row) for row in sql.rows(claim, {**params, **keys})]
+        return postgres.claim(self._db, _CLAIMS, now, until, most, by)
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
     ) -> list[str]:
-        if not (done or retry or fail):
-            return []
-        for job in fail:
-            job.failed_at = job.failed_at or datetime.now(UTC)
-        params = _settles(done, retry, fail)
-        found = self._db.run(lambda sql: sql.rows(_SETTLE, params))
-        return [str(id) for (id,) in found if id is not None]
+        return postgres.settle(self._db, _SETTLE, done, retry, fail)
 
     # RenewStore
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
         if not jobs:
             return []
-        params = _renewal(jobs, until)
+        params = postgres.renewal(jobs, until)
         return [str(row[0]) for row in self._db.run(lambda sql: sql.rows(_RENEW, params))]
 
     # FailedStore
@@ -671,23 +572,9 @@ class Jobs:
     # UniqueStore, LatestStore, OneAtATimeStore, AtOnceStore
 
     def push_unique(self, job: Job) -> bool:
-        params = rows.insert(job)
-        for _ in range(100):
-            found = self._db.run(lambda sql: sql.rows(_PUSH_UNIQUE, params))
-            if not found:
-                # The job that turned this push away committed after the
-                # statement began: a new statement sees it, unless a claim
-                # took it since, and then the push goes in.
-                found = [
-                    (row[0], False) for row in self._db.run(lambda s: s.rows(_WAITING, params))
-                ]
-            if found:
-                job.id = str(found[0][0])
-                return bool(found[0][1])
-        raise jobq.StoreLocked(
-            "a push of a unique key met a job of that key 100 times, each claimed before it "
-            "could be read: claims of the kind are taking it as fast as it is pushed; push again"
-        )
+        id, pushed = postgres.insert_unique(self._db, _PUSH_UNIQUE, _WAITING, rows.insert(job))
+        job.id = str(id)
+        return pushed
 
     def push_latest(self, job: Job) -> None:
         params = rows.insert(job)
@@ -704,47 +591,21 @@ class Jobs:
     def keeps_carried(self) -> None:
         """The carried column keeps it: every push writes it, every read gives it back."""
 
-    # HoldBackStore
+    # HoldBackStore, GiveBackStore
 
     def hold_back(self, job: Job, until: datetime) -> None:
-        params = {
-            "kind": job.kind,
-            "until": rows.ms(until),
-            "unique_key": job.key or None,
-            **rows.fence(job),
-        }
-        self._put_back(_HOLD_BACK, params)
-
-    # GiveBackStore
+        params = {**rows.put_back(job), "until": rows.ms(until)}
+        self._db.rerun_on_duplicate(lambda sql: sql.count(_HOLD_BACK, params))
 
     def give_back(self, job: Job) -> bool:
-        return self._give_back(job, None, 0)
+        params = rows.put_back(job)
+        return self._db.rerun_on_duplicate(lambda sql: sql.count(_GIVE_BACK, params)) > 0
 
     # SnoozeStore
 
     def snooze(self, job: Job, until: datetime) -> bool:
-        return self._give_back(job, rows.ms(until), 1)
-
-    def _give_back(self, job: Job, run_at: int | None, snoozed: int) -> bool:
-        params = {
-            "kind": job.kind,
-            "unique_key": job.key or None,
-            "run_at": run_at,
-            "snoozed": snoozed,
-            **rows.fence(job),
-        }
-        return self._put_back(_GIVE_BACK, params) > 0
-
-    def _put_back(self, statement: str, params: dict[str, Any]) -> int:
-        """Run _HOLD_BACK or _GIVE_BACK, once more if a push of its key beat it; its count."""
-        for last in (False, True):
-            try:
-                with self._db.savepoint():
-                    return self._db.run(lambda sql: sql.count(statement, params))
-            except jobq.StoreError as error:
-                if last or sqlstate(error.__cause__) != _UNIQUE_VIOLATION:
-                    raise
-        raise AssertionError("unreachable")
+        params = rows.put_back(job, until)
+        return self._db.rerun_on_duplicate(lambda sql: sql.count(_GIVE_BACK, params)) > 0
 
     # PauseStore
 
@@ -764,64 +625,18 @@ class Jobs:
     # StatsStore
 
     def stats(self, now: datetime) -> list[jobq.KindStats]:
-        found = self._db.run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)}))
-        return [_kind_stats(*row) for row in sorted(found)]
+        return rows.stats(self._db.run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)})))
 
     # NotifyStore
 
     def listen(self, wake: Callable[[], None]) -> Callable[[], None]:
-        """Call ``wake`` from a thread of the store's soon after each push commits, anywhere.
-
-        The thread has a connection of its own, outside the engine's pool, that
-        LISTENs; a burst of pushes read together wakes once. A lost connection is
-        made again, after a wait that grows to 5 s, with one warning per attempt
-        that failed; after each new connection ``wake`` is called once, for the
-        pushes it may have missed. The function returned stops the thread.
-        """
+        """Call ``wake`` from a thread soon after each push commits, anywhere (the kit's
+        ``Database.listen``: its own connection, made again when lost)."""
         return self._db.listen(_CHANNEL, wake)
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many.
-
-        Also the kinds held back or paused until a time passed at ``now`` (the
-        clock's, unless given), and the lock rows of keys no job has.
-        """
+        """Delete the jobs that failed for good before ``before``; say how many. And the
+        kinds' holds and pauses ended at ``now`` (the clock's, unless given), and the lock
+        rows of keys no job has."""
         params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
         return int(self._db.run(lambda sql: sql.rows(_PRUNE, params))[0][0])
-
-
-def _settles(done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> dict[str, Any]:
-    """_SETTLE's parameters: arrays, in the jobs' order (a failed job has its failed_at)."""
-    return {
-        "done_ids": [int(j.id) for j in done],
-        "done_attempts": [j.attempts for j in done],
-        "retry_ids": [int(j.id) for j in retry],
-        "retry_attempts": [j.attempts for j in retry],
-        "retry_run_at": [rows.ms(j.run_at) for j in retry],
-        "retry_errors": [j.error for j in retry],
-        "fail_ids": [int(j.id) for j in fail],
-        "fail_attempts": [j.attempts for j in fail],
-        "fail_at": [rows.ms(j.failed_at or datetime.now(UTC)) for j in fail],
-        "fail_errors": [j.error for j in fail],
-    }
-
-
-def _renewal(jobs: Sequence[Job], until: datetime) -> dict[str, Any]:
-    return {
-        "until": rows.ms(until),
-        "ids": [int(j.id) for j in jobs],
-        "attempts": [j.attempts for j in jobs],
-    }
-
-
-def _kind_stats(
-    kind: str, due: int, later: int, running: int, failed: int, oldest: int | None
-) -> jobq.KindStats:
-    return jobq.KindStats(
-        kind,
-        due=int(due),
-        later=int(later),
-        running=int(running),
-        failed=int(failed),
-        oldest_due=None if oldest is None else rows.at(int(oldest)),
-    )

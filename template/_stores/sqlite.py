@@ -1,27 +1,22 @@
-"""The app's jobs table on SQLite: jobq's Store, written in SQLite's SQL and nothing else.
+"""The app's jobs table on SQLite: jobq's Store, its SQL handed to jobq's store kit.
 
-``Jobs(engine)`` is the queue's Store; ``jobs.bind(connection)`` is the same
-table written through a transaction the app holds open, so that a job is kept
-with what else that transaction writes, or not at all. Make the engine with
-``make_engine``: it sets the pragmas and the transaction mode this file relies on.
-
-Times are Unix milliseconds in SQL and aware UTC datetimes outside it; an ID
-is the ``str`` of the row's integer primary key. SQLite has one writer, so a
-claim reads what is held and holds what it takes in one statement, with no
-lock rows: nothing else writes between its read and its write. It needs
-SQLite 3.35 or later (RETURNING, MATERIALIZED), which `sqlite3.sqlite_version` tells.
+``Jobs(engine)`` is the queue's Store; ``jobs.bind(connection)`` writes through
+a transaction the app holds open. Make the engine with ``make_engine`` (its
+pragmas and BEGIN IMMEDIATE). Times are Unix milliseconds; an ID is the ``str``
+of the integer primary key. SQLite has one writer, so a claim reads and holds in
+one statement, with no lock rows (docs/store.md, "One writer, or many"). Needs
+SQLite 3.35+ (RETURNING, MATERIALIZED).
 """
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jobq
 from jobq import Job
-from jobq.sql import rows
+from jobq.sql import rows, sqlite
 from jobq.sql.sqlite import BEGIN, Database, make_engine
 
 if TYPE_CHECKING:
@@ -31,11 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BEGIN", "SCHEMA", "Jobs", "make_engine"]
 
-# What the Store expects the migrations (0001_jobs to 0004_jobs) to have
-# made: tests compare the two.
+# What the migrations (0001_jobs to 0004_jobs) make: tests compare the two.
 SCHEMA = (
-    # AUTOINCREMENT: an ID is never given twice, even once its job is gone, so a
-    # stalled worker's late settle can never reach a job it did not claim.
+    # AUTOINCREMENT: an ID is never given twice, so a stalled worker's late
+    # settle never reaches a job it did not claim.
     """
     CREATE TABLE jobs (
         id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -55,8 +49,7 @@ SCHEMA = (
         carried    TEXT
     )
     """,
-    # 0003_jobs: the instance of each job's latest claim (jobq.Claimant), as
-    # SQLite's ALTER TABLE writes it into the table's SQL.
+    # 0003_jobs: the instance of each job's latest claim, as ALTER TABLE writes it.
     "ALTER TABLE jobs ADD COLUMN claimed_by TEXT",
     # 0004_jobs: how a job ended (failed_at says when), and control's columns.
     "ALTER TABLE jobs ADD COLUMN ended TEXT",
@@ -66,8 +59,7 @@ SCHEMA = (
     "ALTER TABLE jobs ADD COLUMN cancel_asked INTEGER",
     "ALTER TABLE jobs ADD COLUMN claimed_at INTEGER",
     "ALTER TABLE jobs ADD COLUMN result TEXT",
-    # The claim's index, in claim order: only jobs that may run are in it, so
-    # neither failed jobs nor the ones waiting for later add to what a poll reads.
+    # The claim's index, in claim order, of the jobs that may run only.
     "CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id) WHERE failed_at IS NULL",
     "CREATE INDEX jobs_failed ON jobs (failed_at) WHERE failed_at IS NOT NULL",
     # Of pushes of one key at once, the index lets one in (NULLs never meet).
@@ -93,12 +85,11 @@ SCHEMA = (
 )
 
 
-# The due index leads with priority, so a plain `run_at <= :now` would read
-# every waiting job of the top priority before reaching a lower one (and all
-# of them when none is due). Instead this walks the index's few distinct
-# priorities, one seek each; `priority IN (SELECT p FROM priorities)` then makes
-# each a range seek on (priority, run_at), read in index order, so a claim and
-# an idle poll read a few index entries whatever the table holds.
+# jobs_due leads with priority, so `run_at <= :now` alone would read every
+# waiting job of the top priority before a lower one. This walks the few
+# priorities, one seek each, and `priority IN (SELECT p FROM priorities)` makes
+# each a range seek on (priority, run_at): a claim and an idle poll read a few
+# index entries whatever the table holds.
 _PRIORITIES = """
     priorities (p) AS (
         SELECT max(priority) FROM jobs WHERE failed_at IS NULL
@@ -109,10 +100,8 @@ _PRIORITIES = """
 """
 
 # The first {most} due jobs that may each be claimed, in claim order, given
-# what is held now (docs/store.md, "What a claim may take"): none of a kind
-# held back or paused, of a OneAtATime key a held job has, or of an AtOnce
-# kind that has its n held; and of the claimant's kinds only (:kinds, a JSON
-# array, or NULL for any: passed over, a job of another kind is not touched).
+# what is held now (docs/store.md, "What a claim may take"), of the claimant's
+# kinds (:kinds, JSON, or NULL for any; a job of another kind is not touched).
 _MAY = """
     SELECT {columns} FROM jobs AS due
     WHERE due.failed_at IS NULL AND due.priority IN (SELECT p FROM priorities)
@@ -135,9 +124,9 @@ _MAY = """
     LIMIT {most}
 """
 
-# An idle poll reads first: a write, even one that changes nothing, would take
-# SQLite's one write lock at every poll of every instance. It asks what the
-# claim asks, so a paused kind's due jobs cost no write lock either.
+# An idle poll reads first: a write, even of nothing, would take SQLite's one
+# write lock at every poll. It asks what the claim asks: a paused kind's due
+# jobs cost no write lock either.
 _ANY_DUE = f"WITH RECURSIVE {_PRIORITIES} {_MAY.format(columns='1', most=1)}"
 
 _MAY_COLUMNS = """
@@ -148,12 +137,10 @@ _MAY_COLUMNS = """
 """
 
 # Of the jobs in `may`, a batch keeps the first of each OneAtATime key, then,
-# of each kind, a job with an `at_once` only while the batch's jobs of its kind
-# before it and those held leave room: what claims one after another would take.
-# (Jobs of one kind pushed with different limits, as while its limit changes,
-# may get fewer than that, never more.)
-# Only the kinds with a limit in the batch are ranked: the rest are taken as
-# they are, without the two sorts that ranking costs.
+# of each kind, a job with an `at_once` only while the batch's jobs before it
+# and those held leave room: what claims one after another would take (fewer,
+# never more, while a kind's limit changes). Only kinds with a limit in the
+# batch are ranked: the rest skip the two sorts that ranking costs.
 _RANKED = """
     SELECT id FROM may WHERE kind NOT IN (SELECT kind FROM limited)
     UNION ALL
@@ -175,16 +162,9 @@ _RANKED = """
 
 @cache
 def _claim(most: int) -> str:
-    """The claim of up to ``most`` jobs: one UPDATE of the jobs it chose, returning them.
-
-    The claim holds each job and adds one to its attempts. It returns each
-    job's unique key as it is, for ``hold_back`` to give back; ``_LET_KEYS_GO``
-    then lets the keys go, in the same transaction, so that a push of the
-    value while the job runs is a new job. (RETURNING gives the row as the
-    UPDATE left it: an UPDATE that let the keys go itself had to look each up
-    in ``may``, which SQLite scanned for every job it returned, 128 times 128
-    rows for a batch of 128.)
-    """
+    """The claim of up to ``most`` jobs: an UPDATE of those it chose, returning them with
+    the unique keys they had, for ``hold_back``. _LET_KEYS_GO then clears the keys: an
+    UPDATE that cleared them itself looked each up in ``may`` (docs/store.md)."""
     # One job that may be claimed alone needs no ranking.
     chosen = "SELECT id FROM may" if most == 1 else _RANKED
     return f"""
@@ -200,8 +180,8 @@ def _claim(most: int) -> str:
 # The claimed jobs' unique keys, let go (see _claim); their IDs as a JSON array.
 _LET_KEYS_GO = "UPDATE jobs SET unique_key = NULL WHERE id IN (SELECT value FROM json_each(:ids))"
 
-
 _CLAIM = _claim(1)
+_CLAIMS = sqlite.ClaimStatements(any_due=_ANY_DUE, claim=_claim, let_keys_go=_LET_KEYS_GO)
 
 _INSERT = """
     INSERT INTO jobs (
@@ -212,8 +192,7 @@ _INSERT = """
     )
 """
 
-# A plain push keeps no unique key, whatever the job's key: only push_unique's
-# and push_latest's jobs are turned away or found by it.
+# A plain push keeps no unique key: only push_unique's and push_latest's do.
 _PUSH = _INSERT.format(unique_key="NULL") + " RETURNING id"
 
 # The unique index turns the insert away, and no row comes back, when a job of
@@ -235,10 +214,9 @@ _PUSH_LATEST = (
     """
 )
 
-# done, retry and fail are fenced by attempts: once a later claim has taken the
-# job (its hold ran out), the late answer of the earlier one changes nothing.
-# And by the hold: once a hold-back took its attempt back, a claim before it
-# has the same attempts, but the job is no longer held (held_until 0).
+# Fenced by attempts: once a later claim took the job, a late answer changes
+# nothing; and by the hold: a job a hold-back put back has its attempts as the
+# claim before, but held_until 0.
 _DONE = (
     "DELETE FROM jobs"
     " WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0"
@@ -256,20 +234,16 @@ _FAIL = """
 
 
 def _fenced(n: int, *more: str) -> str:
-    """A CTE ``fence (id, attempts, *more)`` of the values of n jobs.
-
-    A batch names its parameters ``id0, attempts0, ..., id1, ...``, so that a
-    statement's text depends only on how many jobs it has and is prepared once.
-    """
+    """A CTE ``fence (id, attempts, *more)`` of n jobs' values, numbered ``id0, attempts0,
+    ...``: a statement's text depends only on how many jobs it has."""
     names = ("id", "attempts", *more)
     values = ", ".join("(" + ", ".join(f":{name}{i}" for name in names) + ")" for i in range(n))
     return f"fence ({', '.join(names)}) AS (VALUES {values})"
 
 
 # A done batch names each job's fence in a term of its own, which SQLite reads
-# by rowid, one lookup a term ("MULTI-INDEX OR"): 1.4 µs a job where the join
-# with _fenced's VALUES took 2.7. The terms nest one in another, so a batch is
-# cut into statements of _DONE_AT_MOST: SQLite refuses expressions past 1,000 deep.
+# by rowid ("MULTI-INDEX OR"), faster than a join with _fenced's VALUES. The
+# terms nest, and SQLite refuses expressions past 1,000 deep: _DONE_AT_MOST.
 _DONE_AT_MOST = 256
 
 
@@ -303,6 +277,11 @@ def _fail_many(n: int) -> str:
           AND jobs.held_until > 0
         RETURNING jobs.id
         """
+
+
+_SETTLE = sqlite.SettleStatements(
+    done=_done_many, done_at_most=_DONE_AT_MOST, retry=_retry_many, fail=_fail_many
+)
 
 
 # A hold is renewed only while its claim has it: a retry or a fail leaves the
@@ -355,19 +334,21 @@ _PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until >
 # A pause with no end: held until the largest time an INTEGER holds.
 _FOREVER = 2**63 - 1
 
-# Each kind's jobs at :now (jobq.KindStats), in one read of the table: every
-# job, then the failed (a failed job's held_until is 0), the running and the
-# later ones; the rest are due. Counting every job of a kind reads every job:
-# jobs_held holds each one's kind and the three times, in kind order, so the
-# read is of its narrow entries, never of the table's rows, and needs no sort:
-# half the time of a read of the table (benchmarks/stats.py). Few comparisons
-# a row, as they are most of what is left.
+# Each kind's jobs at :now: every job, the failed (whose held_until is 0), the
+# running and the later; the rest are due. jobs_held holds each job's kind and
+# times, in kind order: a read of its narrow entries, not the table's rows, with
+# no sort, and few comparisons a row, as they are most of what is left.
 _STATS = """
-    SELECT kind, count(*), count(failed_at), sum(held_until > :now),
-        sum(CASE WHEN failed_at IS NULL AND held_until <= :now THEN run_at > :now END),
-        min(CASE WHEN failed_at IS NULL AND held_until <= :now AND run_at <= :now
-            THEN run_at END)
-    FROM jobs INDEXED BY jobs_held GROUP BY kind
+    SELECT kind, jobs - failed - running - later, later, running, failed, oldest FROM (
+        SELECT kind, count(*) AS jobs, count(failed_at) AS failed,
+            sum(held_until > :now) AS running,
+            coalesce(sum(
+                CASE WHEN failed_at IS NULL AND held_until <= :now THEN run_at > :now END
+            ), 0) AS later,
+            min(CASE WHEN failed_at IS NULL AND held_until <= :now AND run_at <= :now
+                THEN run_at END) AS oldest
+        FROM jobs INDEXED BY jobs_held GROUP BY kind
+    )
     """
 
 _FAILED = f"""
@@ -395,24 +376,16 @@ _SCHEDULE = """
 
 
 class Jobs:
-    """The jobs table: a jobq Store with every extra but NotifyStore.
-
-    ``Jobs(engine)`` runs each operation in a transaction of its own.
-    ``jobs.bind(connection)`` runs them in the connection's open transaction,
-    which the app commits or rolls back.
-    """
+    """The jobs table: a jobq Store with every extra but NotifyStore, each operation a
+    transaction of its own (or, bound, in the app's)."""
 
     def __init__(self, engine: Engine, *, _db: Database | None = None) -> None:
         self._engine = engine
-        self._db = _db or Database(engine)  # jobq's store kit: runs the statements below
+        self._db = _db or Database(engine)  # jobq's store kit: runs the statements above
 
     def bind(self, connection: Connection) -> Jobs:
-        """The same table, written through ``connection``'s transaction.
-
-        A push through it is kept as that transaction commits, or not at all.
-        The queue's workers can't see it before the commit: call ``queue.wake()``
-        after it, or the next poll finds the job.
-        """
+        """The same table through ``connection``'s transaction: a push is kept as it commits,
+        or not at all. Call ``queue.wake()`` after the commit, or the next poll finds it."""
         return Jobs(self._engine, _db=self._db.bind(connection))
 
     # Store
@@ -441,51 +414,12 @@ class Jobs:
     def claim_many(
         self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
     ) -> list[Job]:
-        claimant = rows.claimant(by)
-        if most < 1 or claimant["kinds"] == []:
-            return []
-        params = {
-            "now": rows.ms(now),
-            "until": rows.ms(until),
-            "by": claimant["by"],
-            "kinds": None if claimant["kinds"] is None else json.dumps(claimant["kinds"]),
-        }
-        unbound = self._db.connection is None
-        if unbound and not self._db.read(lambda sql: sql.rows(_ANY_DUE, params)):
-            return []  # an idle poll only reads (see _ANY_DUE)
-        claimed = self._db.write(lambda sql: _claim_rounds(sql, params, most))
-        claimed.sort(key=lambda j: (-j.priority, j.run_at, int(j.id)))
-        return claimed
+        return sqlite.claim(self._db, _CLAIMS, now, until, most, by)
 
     def settle_many(
         self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
     ) -> list[str]:
-        now = datetime.now(UTC)
-        for job in fail:
-            job.failed_at = job.failed_at or now
-
-        # Each statement returns the IDs whose fences matched: what was kept.
-        def settle(sql: rows.Statements) -> list[tuple[Any, ...]]:
-            found: list[tuple[Any, ...]] = []
-            for first in range(0, len(done), _DONE_AT_MOST):
-                some = done[first : first + _DONE_AT_MOST]
-                found += sql.rows(_done_many(len(some)), rows.numbered(some))
-            if retry:
-                found += sql.rows(
-                    _retry_many(len(retry)),
-                    rows.numbered(retry, lambda j: {"run_at": rows.ms(j.run_at), "error": j.error}),
-                )
-            if fail:
-                found += sql.rows(
-                    _fail_many(len(fail)),
-                    rows.numbered(
-                        fail,
-                        lambda j: {"failed_at": rows.ms(j.failed_at or now), "error": j.error},
-                    ),
-                )
-            return found
-
-        return [str(id) for (id,) in self._db.write(settle)]
+        return sqlite.settle(self._db, _SETTLE, done, retry, fail)
 
     # RenewStore
 
@@ -493,9 +427,8 @@ class Jobs:
         if not jobs:
             return []
         params = {**rows.numbered(jobs), "until": rows.ms(until)}
-        return [
-            str(id) for (id,) in self._db.write(lambda sql: sql.rows(_renew(len(jobs)), params))
-        ]
+        found = self._db.write(lambda sql: sql.rows(_renew(len(jobs)), params))
+        return [str(id) for (id,) in found]
 
     # FailedStore
 
@@ -515,8 +448,7 @@ class Jobs:
             if not sql.rows(_SCHEDULE, {"name": schedule, "run_at": rows.ms(job.run_at)}):
                 return False
             if job.key:
-                # A unique kind's job with the run's value that waits is the run.
-                _push_unique(sql, job)
+                _push_unique(sql, job)  # a unique kind's job with the run's key that waits is it
             else:
                 job.id = str(sql.rows(_PUSH, rows.insert(job))[0][0])
             return True
@@ -539,30 +471,28 @@ class Jobs:
     def keeps_at_once(self) -> None:
         """The claim passes over a job while its kind holds as many as its limit."""
 
-    # CarryStore: every push writes `carried`, and every read gives it back
+    # CarryStore
 
     def keeps_carried(self) -> None:
         """The carried column keeps it: every push writes it, every read gives it back."""
 
-    # HoldBackStore, PauseStore
+    # HoldBackStore, GiveBackStore (the job put back as hold_back does, its kind not held)
 
     def hold_back(self, job: Job, until: datetime) -> None:
         def hold(sql: rows.Statements) -> None:
             sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
-            sql.count(_HOLD_BACK, _given_back(job))
+            sql.count(_HOLD_BACK, rows.put_back(job))
 
         self._db.write(hold)
 
-    # GiveBackStore: the job as hold_back puts it back, its kind not held back
-
     def give_back(self, job: Job) -> bool:
-        return self._db.write(lambda sql: sql.count(_HOLD_BACK, _given_back(job)) > 0)
-
-    # SnoozeStore: as give_back, due at ``until``, one more snooze counted
+        return self._db.write(lambda sql: sql.count(_HOLD_BACK, rows.put_back(job)) > 0)
 
     def snooze(self, job: Job, until: datetime) -> bool:
-        params = {**_given_back(job), "run_at": rows.ms(until), "snoozed": 1}
+        params = rows.put_back(job, until)
         return self._db.write(lambda sql: sql.count(_HOLD_BACK, params) > 0)
+
+    # PauseStore
 
     def pause(self, kind: str, until: datetime | None) -> None:
         params = {"kind": kind, "until": _FOREVER if until is None else rows.ms(until)}
@@ -578,39 +508,17 @@ class Jobs:
     # StatsStore
 
     def stats(self, now: datetime) -> list[jobq.KindStats]:
-        found = self._db.read(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)}))
-        return [_kind_stats(*row) for row in sorted(found)]
+        return rows.stats(self._db.read(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)})))
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many.
-
-        Also the kinds held back or paused until a time passed at ``now`` (the
-        clock's, unless given).
-        """
+        """Delete the jobs that failed for good before ``before``; say how many. And the
+        kinds' holds and pauses ended at ``now`` (the clock's, unless given)."""
 
         def prune(sql: rows.Statements) -> int:
             sql.count(_PRUNE_KINDS, {"now": rows.ms(now or datetime.now(UTC))})
             return sql.count(_PRUNE, {"before": rows.ms(before)})
 
         return self._db.write(prune)
-
-
-def _claim_rounds(sql: rows.Statements, params: dict[str, Any], most: int) -> list[Job]:
-    """Up to ``most`` due jobs, claimed in rounds while a round's ranking may have left some."""
-    claimed: list[Job] = []
-    while len(claimed) < most:
-        got = [rows.job(row) for row in sql.rows(_claim(most - len(claimed)), params)]
-        keyed = [int(job.id) for job in got if job.key]
-        if keyed:
-            sql.count(_LET_KEYS_GO, {"ids": json.dumps(keyed)})
-        claimed += got
-        # A round takes fewer than it was asked for when nothing more is
-        # due, or when its ranking dropped jobs of a key or kind it took
-        # one of: only then may another round, which sees this round's
-        # holds, find more.
-        if not any(j.one_at_a_time or j.at_once for j in got):
-            break
-    return claimed
 
 
 def _push_unique(sql: rows.Statements, job: Job) -> bool:
@@ -621,28 +529,3 @@ def _push_unique(sql: rows.Statements, job: Job) -> bool:
         return True
     job.id = str(sql.rows(_WAITING, params)[0][0])
     return False
-
-
-def _given_back(job: Job) -> dict[str, Any]:
-    """_HOLD_BACK's parameters: the job's fence, and the key it gives back; due as it was."""
-    return {
-        **rows.fence(job),
-        "kind": job.kind,
-        "unique_key": job.key or None,
-        "run_at": None,
-        "snoozed": 0,
-    }
-
-
-def _kind_stats(
-    kind: str, jobs: int, failed: int, running: int, later: int | None, oldest: int | None
-) -> jobq.KindStats:
-    later = later or 0  # the sum of no value: a kind whose every job failed or runs
-    return jobq.KindStats(
-        kind,
-        due=jobs - failed - running - later,
-        later=later,
-        running=running,
-        failed=failed,
-        oldest_due=None if oldest is None else rows.at(oldest),
-    )

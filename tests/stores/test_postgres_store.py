@@ -21,6 +21,7 @@ import sources
 import sqlalchemy as sa
 from jobq import Job
 from jobq.sql.pool import autocommit
+from jobq.sql.postgres import renewal, settles
 from jobq.sql.rows import ms
 from jobq.testing import at_once
 
@@ -483,9 +484,9 @@ def test_a_batch_settle_and_a_renewal_read_their_jobs_by_key_however_many_are_he
     for job in batch:
         job.error, job.failed_at = "refused", T0
     for statement, params, changed in (
-        (postgres._SETTLE, postgres._settles(batch, [], []), "Delete on jobs"),
-        (postgres._SETTLE, postgres._settles([], batch[:64], batch[64:]), "Update on jobs"),
-        (postgres._RENEW, postgres._renewal(batch, HOLD + timedelta(minutes=1)), "Update on jobs"),
+        (postgres._SETTLE, settles(batch, [], []), "Delete on jobs"),
+        (postgres._SETTLE, settles([], batch[:64], batch[64:]), "Update on jobs"),
+        (postgres._RENEW, renewal(batch, HOLD + timedelta(minutes=1)), "Update on jobs"),
     ):
         text = _explained(pg_engine, statement, params, plan)
         assert "jobs_held" not in text, text

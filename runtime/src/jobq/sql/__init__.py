@@ -5,7 +5,8 @@ place each, and one-line methods that hand them to this kit. The kit holds the
 rest, kept here so that a fix reaches every app with jobq, not through a merge
 of its store file:
 
-- ``jobq.sql.rows``: a job's columns, in and out (no database library);
+- ``jobq.sql.rows``: a job's columns, in and out, and its stats (no database
+  library);
 - ``jobq.sql.sqlite``: the engine (pragmas, ``BEGIN IMMEDIATE``), the
   statements straight on sqlite3, the kept connection for pushes and its fork
   guard, and SQLite's errors as ``StoreLocked`` / ``StoreUnavailable``;
@@ -14,6 +15,9 @@ of its store file:
   autocommit on the store's own pool (``jobq.sql.pool``) or in a transaction,
   a statement that deadlocked run once more, Postgres's LISTEN thread, and
   each server's error codes as jobq's portable errors;
+- in each database's module, ``claim`` and ``settle``: the Python of a batch
+  claim and settle (rounds or passes, lock rows in order, read-backs), around
+  the statements a store names in its ``ClaimStatements`` and ``SettleStatements``;
 - ``jobq.sql.engine``: what the server engines share (their timeouts' checks,
   a pool with no connection free);
 - ``jobq.sql.process``: the process a kept connection belongs to (a fork makes

@@ -9,21 +9,29 @@ connection of the store's own pool (``jobq.sql.pool``), or in the app's
 transaction once bound; a transaction undone by a deadlock runs once more.
 What MySQL or MariaDB says goes up as jobq's portable errors.
 
+``claim`` and ``settle`` run a store's batch claim and settle, whose Python
+(passes past limited jobs, lock rows in one order, counts read back for want
+of RETURNING) is the same in every MySQL store: the store gives the statements.
+
 Needs SQLAlchemy and PyMySQL (``jobq[mysql]``).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
+from jobq.job import Claimant, Job
 from jobq.sql import rows
 from jobq.sql.engine import check_timeouts, no_connection_free
 from jobq.sql.pool import autocommit
@@ -33,7 +41,17 @@ if TYPE_CHECKING:
     from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
     from sqlalchemy.sql.elements import TextClause
 
-__all__ = ["Database", "Statements", "make_engine"]
+__all__ = [
+    "ClaimStatements",
+    "Database",
+    "SettleStatements",
+    "Statements",
+    "claim",
+    "fences",
+    "insert_unique",
+    "make_engine",
+    "settle",
+]
 
 _T = TypeVar("_T")
 
@@ -279,6 +297,275 @@ class _Through(rows.Through):
 
     def insert_or_none(self, statement: str | TextClause, params: Mapping[str, Any]) -> int | None:
         return _unless_duplicate(self.insert, statement, params)
+
+
+# How many passes a batch claim makes past the limited jobs it met and could not
+# take, before it settles for fewer than asked.
+_PASSES = 8
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimStatements:
+    """A MySQL store's batch claim, for ``claim``: its statements, and the parameters they name.
+
+    - ``due(keys, kinds, only)``: reads and locks (``FOR UPDATE SKIP LOCKED``) up to
+      ``:most`` jobs that may run at ``:now``, ``rows.COLUMNS`` in claim order, passing
+      over the limited jobs of ``keys`` (kind, key) pairs (``:pk0, :pa0``, ...) and of
+      ``kinds`` kinds (``:ck0``, ...); of the ``only`` kinds ``:ok0``, ... (None: any).
+    - ``locks(n)``: takes ``n`` lock rows, ``(:lk0, :la0)``, ..., given in their order.
+    - ``rank``: of the jobs ``:ids`` at ``:now``, rows ``(id, key_ok, kind_ok)``: whether
+      the job's key, and then its kind, leave it room.
+    - ``hold``: holds the jobs ``:ids`` until ``:until`` for the claimant ``:by``.
+    """
+
+    due: Callable[[int, int, int | None], str]
+    locks: Callable[[int], str]
+    rank: str
+    hold: str
+
+
+def claim(
+    db: Database,
+    statements: ClaimStatements,
+    now: datetime,
+    until: datetime,
+    most: int,
+    by: Claimant | None = None,
+) -> list[Job]:
+    """``BatchStore.claim_many`` with ``statements``: each pass a transaction of its own.
+
+    A pass takes jobs with no limit as it finds them. When it found limited jobs,
+    it takes their lock rows, all in one order, then ranks what it found before it
+    holds any; those it passes over, the next pass passes over, for up to 8 passes
+    while each found all it asked for. Bound to the app's transaction, the passes share
+    it, so a pass may only take lock rows past those held already: one that would take
+    one before them ends the batch, which could otherwise wait in a circle.
+    """
+    claimed: list[Job] = []
+    claimant = rows.claimant(by)
+    if claimant["kinds"] == []:
+        return claimed
+    passed = _Passed()
+    once = functools.partial(
+        _claim_once, statements=statements, now=now, until=until, passed=passed, **claimant
+    )
+    for _ in range(_PASSES):
+        if len(claimed) >= most:
+            break
+        if db.connection is None:
+            passed.locked.clear()  # the pass before committed, letting its lock rows go
+        got, again = db.run(functools.partial(once, most=most - len(claimed)))
+        claimed += got
+        if not again:
+            break
+    return claimed
+
+
+class _Passed:
+    """What a batch claim met and could not take, which its next pass passes over.
+
+    A job's (kind, key) when a held job has its key, or the batch took one of it
+    already; a kind when its at-once limit is reached. And the lock rows the
+    transaction holds.
+    """
+
+    def __init__(self) -> None:
+        self.keys: set[tuple[str, str]] = set()
+        self.kinds: set[str] = set()
+        self.locked: set[tuple[str, str]] = set()
+
+    def params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        for i, (kind, key) in enumerate(sorted(self.keys)):
+            params[f"pk{i}"], params[f"pa{i}"] = kind, key
+        for i, kind in enumerate(sorted(self.kinds)):
+            params[f"ck{i}"] = kind
+        return params
+
+
+def _claim_once(
+    sql: Statements,
+    *,
+    statements: ClaimStatements,
+    now: datetime,
+    until: datetime,
+    most: int,
+    passed: _Passed,
+    by: str | None = None,
+    kinds: list[str] | None = None,
+) -> tuple[list[Job], bool]:
+    """Claim up to ``most`` jobs in one transaction; say too whether to claim again past some."""
+    params = {"now": rows.ms(now), "until": rows.ms(until), "most": most}
+    only = {f"ok{i}": kind for i, kind in enumerate(kinds or ())}
+    due = statements.due(len(passed.keys), len(passed.kinds), None if kinds is None else len(kinds))
+    found = sql.rows(due, {**params, **passed.params(), **only})
+    if not found:
+        return [], False
+    # By COLUMNS: 0 id, 1 kind, 8 alone_key, 9 at_once.
+    limited = [row for row in found if row[8] is not None or row[9] is not None]
+    taken = found
+    again = False
+    if limited:
+        locks = sorted(
+            {(row[1], "") for row in limited if row[9] is not None}
+            | {(row[1], row[8]) for row in limited if row[8] is not None}
+        )
+        new = set(locks) - passed.locked
+        if new and passed.locked and min(new) < max(passed.locked):
+            # Out of order, it could wait in a circle with another claim: the
+            # batch settles for what it has, and the jobs' row locks go as the
+            # transaction ends.
+            return [], False
+        passed.locked.update(locks)
+        lock_params: dict[str, Any] = {}
+        for i, (kind, key) in enumerate(locks):
+            lock_params[f"lk{i}"], lock_params[f"la{i}"] = kind, key
+        sql.count(statements.locks(len(locks)), lock_params)
+        ranked = {
+            int(id): (bool(key_ok), bool(kind_ok))
+            for id, key_ok, kind_ok in sql.rows(
+                statements.rank, {**params, "ids": tuple(int(row[0]) for row in found)}
+            )
+        }
+        taken = []
+        for row in found:
+            key_ok, kind_ok = ranked[int(row[0])]
+            if key_ok and kind_ok:
+                taken.append(row)
+                if row[8] is not None:
+                    passed.keys.add((row[1], row[8]))  # one job of a key in a batch
+                continue
+            again = True
+            if not key_ok:
+                passed.keys.add((row[1], row[8]))
+            else:
+                passed.kinds.add(row[1])
+        again = again and len(found) == most
+    if taken:
+        hold = {**params, "by": by, "ids": tuple(int(row[0]) for row in taken)}
+        sql.count(statements.hold, hold)
+    claimed = [rows.job(row) for row in taken]
+    for job in claimed:
+        job.attempts += 1
+        job.claimed_by = by
+    return claimed, again
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SettleStatements:
+    """A MySQL store's batch settle, for ``settle``: its statements, and the parameters they name.
+
+    ``done`` deletes, ``retry`` and ``fail`` update, the jobs their claims still hold:
+    ``done`` of ``:ids`` by their (id, attempts) pairs ``:fences`` (``fences``);
+    ``retry`` and ``fail`` from ``:settles``, a JSON array of objects (``id``,
+    ``attempts``, ``at``: the run_at or failed_at in Unix ms, ``error`` if any).
+    Each has a read back of which of its jobs it kept, when the count does not say:
+    ``done_left``, of ``:ids`` those still there; ``retried`` and ``failed``, of
+    ``:ids`` and ``:fences``, those now put back or failed.
+    """
+
+    done: str
+    done_left: str
+    retry: str
+    retried: str
+    fail: str
+    failed: str
+
+
+def settle(
+    db: Database,
+    statements: SettleStatements,
+    done: Sequence[Job] = (),
+    retry: Sequence[Job] = (),
+    fail: Sequence[Job] = (),
+) -> list[str]:
+    """``BatchStore.settle_many`` with ``statements``: the IDs of the jobs whose settles were kept.
+
+    One statement a sort of settle, each alone (a transaction of its own: each is
+    fenced, so running them all again after one failed changes nothing). With no
+    RETURNING, a statement's count tells what it kept: all of its batch, or none; only
+    when a fence dropped some does a read back say which. That read comes after the
+    write, so when it finds more or fewer than the count (a done job that a later
+    claim had finished, a retried one claimed again since), which were kept is not
+    known, and none of that statement's jobs is told as kept.
+    """
+    if not (done or retry or fail):
+        return []
+    stamped = datetime.now(UTC)
+    for job in fail:
+        job.failed_at = job.failed_at or stamped
+
+    def work(sql: Statements) -> list[str]:
+        kept: list[str] = []
+        if done:
+            fenced = fences(done)
+            count = sql.count(statements.done, fenced)
+            if count == len(done):
+                kept += (job.id for job in done)
+            elif count:
+                left = {str(id) for (id,) in sql.rows(statements.done_left, fenced)}
+                kept += _exactly(count, [job.id for job in done if job.id not in left])
+        for jobs, write, check, times in (
+            (retry, statements.retry, statements.retried, [j.run_at for j in retry]),
+            (fail, statements.fail, statements.failed, [j.failed_at or stamped for j in fail]),
+        ):
+            if not jobs:
+                continue
+            count = sql.count(write, _settles(jobs, times))
+            if count == len(jobs):
+                kept += (job.id for job in jobs)
+            elif count:
+                kept += _exactly(count, [str(id) for (id,) in sql.rows(check, fences(jobs))])
+        return kept
+
+    return db.run(work, alone=True)
+
+
+def fences(jobs: Sequence[Job]) -> dict[str, Any]:
+    """``:ids``, the jobs' IDs, and ``:fences``, their (id, attempts) pairs, sorted by ID:
+    for ``WHERE id IN :ids AND (id, attempts) IN :fences``, which picks the jobs while
+    their claims hold them, read by the primary key in the order their rows lock in."""
+    pairs = sorted((int(job.id), job.attempts) for job in jobs)
+    return {"ids": tuple(id for id, _ in pairs), "fences": tuple(pairs)}
+
+
+def _settles(jobs: Sequence[Job], times: Sequence[datetime]) -> dict[str, Any]:
+    """Retries or fails as ``:settles``, by ID: the order their rows lock in."""
+    settles = sorted(
+        (
+            {"id": int(job.id), "attempts": job.attempts, "at": rows.ms(at)}
+            | ({} if job.error is None else {"error": job.error})
+            for job, at in zip(jobs, times, strict=True)
+        ),
+        key=lambda s: s["id"],
+    )
+    return {"settles": json.dumps(settles)}
+
+
+def _exactly(count: int, found: list[str]) -> list[str]:
+    """The IDs read back after a settle that kept ``count`` of its batch, when they are that
+    many; none when they are not (which were kept is then not known)."""
+    return found if len(found) == count else []
+
+
+def insert_unique(
+    sql: Statements, insert: str, waiting: str, params: Mapping[str, Any], *, tries: int = 10
+) -> tuple[int, bool]:
+    """Insert a row unless a unique index turns it away: (its ID, True); else (the ID of the
+    row ``waiting`` reads, the one that has its key, False).
+
+    Turned away, the transaction holds a lock for reading on that row's key, so the row
+    stays as read until it ends. When a claim or a push took the row between the two,
+    it tries again, up to ``tries`` times, then raises StoreLocked.
+    """
+    for _ in range(tries):
+        id = sql.insert_or_none(insert, params)
+        if id is not None:
+            return id, True
+        found = sql.rows(waiting, params)
+        if found:
+            return int(found[0][0]), False
+    raise StoreLocked("a unique push met other pushes and claims of its key: push it again")
 
 
 def _unless_duplicate(

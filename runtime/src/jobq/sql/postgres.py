@@ -6,7 +6,10 @@ one in autocommit on a connection of the store's own pool (``jobq.sql.pool``)
 with a cursor it keeps, or in the app's transaction once bound; a statement
 undone by a deadlock or a serialization failure runs once more. ``listen``
 wakes a queue on each NOTIFY, from a thread with a connection of its own.
-What Postgres says goes up as jobq's portable errors.
+What Postgres says goes up as jobq's portable errors. ``claim`` runs a store's
+batch claim (its jobs with no limit, then the limited ones under lock rows)
+and ``settle`` its batch settle; ``settles`` and ``renewal`` build a batch's
+array parameters.
 
 Needs SQLAlchemy and psycopg 3 (``jobq[postgres]``).
 """
@@ -19,14 +22,17 @@ import math
 import os
 import select
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, LiteralString, Protocol, TypeVar
 
 import psycopg
 from sqlalchemy import create_engine, exc
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
+from jobq.job import Claimant, Job
 from jobq.sql import rows
 from jobq.sql.engine import check_timeouts, no_connection_free
 from jobq.sql.pool import autocommit
@@ -36,7 +42,18 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
     from sqlalchemy.sql.elements import TextClause
 
-__all__ = ["Database", "Statements", "make_engine", "sqlstate"]
+__all__ = [
+    "ClaimStatements",
+    "Database",
+    "Statements",
+    "claim",
+    "insert_unique",
+    "make_engine",
+    "renewal",
+    "settle",
+    "settles",
+    "sqlstate",
+]
 
 _T = TypeVar("_T")
 
@@ -47,6 +64,7 @@ _LOCK_TIMEOUT = "55P03"  # lock_not_available: lock_timeout ran out
 # The server is going away or refuses connections for now.
 _UNAVAILABLE_PREFIXES = ("08", "57P")  # connection_exception, operator_intervention
 _UNAVAILABLE = {"53300"}  # too_many_connections
+_UNIQUE_VIOLATION = "23505"
 
 
 def make_engine(
@@ -150,6 +168,23 @@ class Database:
                     raise _translate(error) from error
         raise AssertionError("unreachable")
 
+    def rerun_on_duplicate(self, work: Callable[[Statements], _T]) -> _T:
+        """``run(work)``, and once more when a unique index turned its statement away.
+
+        For a statement that looks for a row of a key before it writes the key: a
+        row of it committed between the look and the write makes the index refuse
+        it, and the second run sees that row. In the app's transaction each run is
+        in a savepoint, so that the refusal does not lose the transaction.
+        """
+        for last in (False, True):
+            try:
+                with self.savepoint():
+                    return self.run(work)
+            except StoreError as error:
+                if last or sqlstate(error.__cause__) != _UNIQUE_VIOLATION:
+                    raise
+        raise AssertionError("unreachable")
+
     def savepoint(self) -> AbstractContextManager[Any]:
         """In the app's transaction, a savepoint, so that a statement the caller runs again
         after an error does not lose the transaction; on our own, nothing."""
@@ -170,6 +205,142 @@ class Database:
         listener = _Listener(self.engine.url.set(drivername="postgresql"), channel, wake)
         listener.start()
         return listener.stop
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimStatements:
+    """A Postgres store's batch claim, for ``claim``: its statements, and the parameters they name.
+
+    Each is made for ``filtered``: whether the claim takes only the kinds ``:kinds``
+    (a text array), or any. All read the jobs due at ``:now``.
+
+    - ``free(filtered)``: holds up to ``:most`` jobs with no limit until ``:until`` for
+      ``:by``, returning ``rows.COLUMNS`` and a flag, false; and, when a limited job that
+      may run comes before the last of them, one more row, flagged true.
+    - ``lock(filtered)``: takes the lock rows of the first ``:window`` limited jobs that
+      may run, in one order, returning (kind, alone_key) for each.
+    - ``limited(filtered)``: holding those (``:lock_kinds``, ``:lock_keys``: text
+      arrays), holds up to ``:most`` jobs, limited or not, returning ``rows.COLUMNS``.
+    """
+
+    free: Callable[[bool], str]
+    lock: Callable[[bool], str]
+    limited: Callable[[bool], str]
+
+
+def claim(
+    db: Database,
+    statements: ClaimStatements,
+    now: datetime,
+    until: datetime,
+    most: int,
+    by: Claimant | None = None,
+) -> list[Job]:
+    """``BatchStore.claim_many`` with ``statements``, in claim order.
+
+    The jobs with no limit in one statement; then, when it says a limited job may be
+    due, the rest of the batch in a transaction that first takes the lock rows. When
+    that fails after the first took jobs, those are the batch: returned, they run,
+    where lost with the error they would wait out their hold.
+    """
+    claimant = rows.claimant(by)
+    if most < 1 or claimant["kinds"] == []:
+        return []
+    params = {"now": rows.ms(now), "until": rows.ms(until), "most": most, **claimant}
+    filtered = params["kinds"] is not None
+    found = db.run(lambda sql: sql.rows(statements.free(filtered), params))
+    claimed = [rows.job(row) for row in found if not row[-1]]
+    if len(claimed) < most and len(claimed) < len(found):
+        params["most"] = most - len(claimed)
+        params["window"] = min(4 * params["most"] + 16, 1000)  # jobs
+        try:
+            claimed += db.run(lambda sql: _claim_limited(sql, statements, filtered, params))
+        except StoreError:
+            if not claimed:
+                raise
+            _log.warning("the claim of limited kinds failed; claimed without them", exc_info=True)
+    claimed.sort(key=lambda job: (-job.priority, job.run_at, int(job.id)))
+    return claimed
+
+
+def _claim_limited(
+    sql: Statements, statements: ClaimStatements, filtered: bool, params: dict[str, Any]
+) -> list[Job]:
+    with sql.transaction():
+        locked = sql.rows(statements.lock(filtered), params)
+        if not locked:
+            return []  # the limited jobs were claimed or settled meanwhile
+        keys = {"lock_kinds": [k for k, _ in locked], "lock_keys": [a for _, a in locked]}
+        return [rows.job(row) for row in sql.rows(statements.limited(filtered), {**params, **keys})]
+
+
+def insert_unique(
+    db: Database, insert: str, waiting: str, params: Mapping[str, Any], *, tries: int = 100
+) -> tuple[int, bool]:
+    """Push a job of a unique key: (the ID of the job of the key that waits now, pushed?).
+
+    ``insert`` returns (id, true) for the job it pushed, or (id, false) for the one
+    that waits, or no row: the waiting job committed after the statement began, which
+    then can't see it. ``waiting`` reads its ID, in a new statement that sees it,
+    unless a claim took it since: then the push goes in again, up to ``tries`` times.
+    """
+    for _ in range(tries):
+        found = db.run(lambda sql: sql.rows(insert, params))
+        if not found:
+            found = [(row[0], False) for row in db.run(lambda sql: sql.rows(waiting, params))]
+        if found:
+            return int(found[0][0]), bool(found[0][1])
+    raise StoreLocked(
+        f"a push of a unique key met a job of that key {tries} times, each claimed before it "
+        "could be read: claims of the kind are taking it as fast as it is pushed; push again"
+    )
+
+
+def settle(
+    db: Database,
+    statement: str,
+    done: Sequence[Job] = (),
+    retry: Sequence[Job] = (),
+    fail: Sequence[Job] = (),
+) -> list[str]:
+    """``BatchStore.settle_many``: ``statement`` settles the batch, given ``settles``'
+    parameters, and returns the ID of each job it kept (a NULL row is not one: a
+    statement may return them for what else it does, as notifying kinds)."""
+    if not (done or retry or fail):
+        return []
+    for job in fail:
+        job.failed_at = job.failed_at or datetime.now(UTC)
+    params = settles(done, retry, fail)
+    found = db.run(lambda sql: sql.rows(statement, params))
+    return [str(id) for (id,) in found if id is not None]
+
+
+def settles(done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> dict[str, Any]:
+    """A batch settle's parameters, arrays in the jobs' order: ``:done_ids``,
+    ``:done_attempts``; ``:retry_ids``, ``:retry_attempts``, ``:retry_run_at``,
+    ``:retry_errors``; ``:fail_ids``, ``:fail_attempts``, ``:fail_at``, ``:fail_errors``
+    (a failed job's ``failed_at``, or now). Times in Unix ms."""
+    return {
+        "done_ids": [int(j.id) for j in done],
+        "done_attempts": [j.attempts for j in done],
+        "retry_ids": [int(j.id) for j in retry],
+        "retry_attempts": [j.attempts for j in retry],
+        "retry_run_at": [rows.ms(j.run_at) for j in retry],
+        "retry_errors": [j.error for j in retry],
+        "fail_ids": [int(j.id) for j in fail],
+        "fail_attempts": [j.attempts for j in fail],
+        "fail_at": [rows.ms(j.failed_at or datetime.now(UTC)) for j in fail],
+        "fail_errors": [j.error for j in fail],
+    }
+
+
+def renewal(jobs: Sequence[Job], until: datetime) -> dict[str, Any]:
+    """A renewal's parameters: ``:until`` in Unix ms, and arrays ``:ids`` and ``:attempts``."""
+    return {
+        "until": rows.ms(until),
+        "ids": [int(j.id) for j in jobs],
+        "attempts": [j.attempts for j in jobs],
+    }
 
 
 class _Driver:

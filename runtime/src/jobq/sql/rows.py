@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from jobq.job import Claimant, Job
+from jobq.stats import KindStats
 
 __all__ = [
     "COLUMNS",
@@ -39,6 +40,8 @@ __all__ = [
     "job",
     "ms",
     "numbered",
+    "put_back",
+    "stats",
 ]
 
 COLUMNS = (
@@ -113,9 +116,39 @@ def claimant(by: Claimant | None) -> dict[str, Any]:
     return {"by": by.instance, "kinds": None if by.kinds is None else sorted(by.kinds)}
 
 
+def stats(found: Iterable[Sequence[Any]]) -> list[KindStats]:
+    """``StatsStore.stats`` from a store's rows, one a kind: (kind, due, later, running,
+    failed, the oldest due job's run_at in Unix ms or None); sorted by kind."""
+    return [
+        KindStats(
+            kind,
+            int(due),
+            int(later),
+            int(running),
+            int(failed),
+            None if oldest is None else at(int(oldest)),
+        )
+        for kind, due, later, running, failed, oldest in sorted(found, key=lambda row: row[0])
+    ]
+
+
 def fence(job: Job) -> dict[str, Any]:
     """The parameters that pick a claimed job while its claim still has it: id and attempts."""
     return {"id": int(job.id), "attempts": job.attempts}
+
+
+def put_back(job: Job, snoozed_until: datetime | None = None) -> dict[str, Any]:
+    """The parameters of a statement that puts a claimed job back as its claim found it:
+    its ``fence``, its ``kind``, its key as ``unique_key`` (None for none), and for a
+    snooze (``SnoozeStore``) ``run_at``, the time it is due again, and ``snoozed`` 1; else
+    ``run_at`` None (due as it was) and ``snoozed`` 0."""
+    return {
+        **fence(job),
+        "kind": job.kind,
+        "unique_key": job.key or None,
+        "run_at": None if snoozed_until is None else ms(snoozed_until),
+        "snoozed": 0 if snoozed_until is None else 1,
+    }
 
 
 def job(row: Sequence[Any]) -> Job:

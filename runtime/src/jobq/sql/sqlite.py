@@ -6,22 +6,28 @@ runs a store's statements: straight on the sqlite3 connection the engine's pool
 lends (SQLAlchemy's execution path would be most of a statement's time), in the
 app's transaction once bound, and a plain push on a connection each thread
 keeps in autocommit. What SQLite says goes up as jobq's portable errors.
+``claim`` and ``settle`` run a store's batch claim (an idle poll's read, then
+rounds of its claim) and batch settle, with their numbered parameters.
 
 Needs SQLAlchemy (``jobq[sqlite]``) and SQLite 3.35 or later (RETURNING).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
-from jobq.sql import process
+from jobq.job import Claimant, Job
+from jobq.sql import process, rows
 from jobq.sql.rows import Statements, Through
 
 if TYPE_CHECKING:
@@ -29,7 +35,15 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
     from sqlalchemy.pool import ConnectionPoolEntry
 
-__all__ = ["BEGIN", "Database", "make_engine"]
+__all__ = [
+    "BEGIN",
+    "ClaimStatements",
+    "Database",
+    "SettleStatements",
+    "claim",
+    "make_engine",
+    "settle",
+]
 
 _T = TypeVar("_T")
 
@@ -165,6 +179,122 @@ class Database:
         cursor = connection.cursor()
         self._pushing.kept = (process.pid(), cursor)
         return cursor
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimStatements:
+    """A SQLite store's batch claim, for ``claim``: its statements, and the parameters they name.
+
+    All read the jobs due at ``:now`` of the kinds ``:kinds`` (a JSON array, or NULL for
+    any). ``any_due`` reads a row when a claim may find a job (an idle poll reads only:
+    a write, even of nothing, would take SQLite's one write lock). ``claim(most)`` holds
+    up to ``most`` jobs until ``:until`` for ``:by``, adding one to their attempts, and
+    returns them, ``rows.COLUMNS``, with the unique keys they had. ``let_keys_go`` then
+    clears the keys of the jobs ``:ids`` (a JSON array), in the same transaction.
+    """
+
+    any_due: str
+    claim: Callable[[int], str]
+    let_keys_go: str
+
+
+def claim(
+    db: Database,
+    statements: ClaimStatements,
+    now: datetime,
+    until: datetime,
+    most: int,
+    by: Claimant | None = None,
+) -> list[Job]:
+    """``BatchStore.claim_many`` with ``statements``, in claim order: unbound, only once a read
+    finds a job may be due; then rounds of ``claim`` in one write transaction, while a
+    round that took limited jobs may have left some that another round, seeing its
+    holds, takes."""
+    claimant = rows.claimant(by)
+    if most < 1 or claimant["kinds"] == []:
+        return []
+    params = {
+        "now": rows.ms(now),
+        "until": rows.ms(until),
+        "by": claimant["by"],
+        "kinds": None if claimant["kinds"] is None else json.dumps(claimant["kinds"]),
+    }
+    if db.connection is None and not db.read(lambda sql: sql.rows(statements.any_due, params)):
+        return []
+    claimed = db.write(lambda sql: _claim_rounds(sql, statements, params, most))
+    claimed.sort(key=lambda j: (-j.priority, j.run_at, int(j.id)))
+    return claimed
+
+
+def _claim_rounds(
+    sql: Statements, statements: ClaimStatements, params: dict[str, Any], most: int
+) -> list[Job]:
+    claimed: list[Job] = []
+    while len(claimed) < most:
+        got = [rows.job(row) for row in sql.rows(statements.claim(most - len(claimed)), params)]
+        keyed = [int(job.id) for job in got if job.key]
+        if keyed:
+            sql.count(statements.let_keys_go, {"ids": json.dumps(keyed)})
+        claimed += got
+        # A round takes fewer than asked when nothing more is due, or when its
+        # ranking dropped jobs of a key or kind it took one of: only then may
+        # another round find more.
+        if not any(j.one_at_a_time or j.at_once for j in got):
+            break
+    return claimed
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SettleStatements:
+    """A SQLite store's batch settle, for ``settle``: its statements, each made for how many
+    jobs it settles, ``n``, whose parameters are numbered (``rows.numbered``), and returning
+    the IDs of the jobs it kept.
+
+    ``done(n)`` deletes the jobs ``:id0, :attempts0``, ... (their fences), at most
+    ``done_at_most`` of them a statement; ``retry(n)`` puts them back with ``:run_at0``
+    and ``:error0``, ...; ``fail(n)`` fails them with ``:failed_at0`` and ``:error0``, ...
+    """
+
+    done: Callable[[int], str]
+    done_at_most: int
+    retry: Callable[[int], str]
+    fail: Callable[[int], str]
+
+
+def settle(
+    db: Database,
+    statements: SettleStatements,
+    done: Sequence[Job] = (),
+    retry: Sequence[Job] = (),
+    fail: Sequence[Job] = (),
+) -> list[str]:
+    """``BatchStore.settle_many`` with ``statements``, in one transaction: the IDs of the jobs
+    whose settles were kept."""
+    now = datetime.now(UTC)
+    for job in fail:
+        job.failed_at = job.failed_at or now
+
+    def work(sql: Statements) -> list[tuple[Any, ...]]:
+        found: list[tuple[Any, ...]] = []
+        most = statements.done_at_most
+        for first in range(0, len(done), most):
+            some = done[first : first + most]
+            found += sql.rows(statements.done(len(some)), rows.numbered(some))
+        if retry:
+            found += sql.rows(
+                statements.retry(len(retry)),
+                rows.numbered(retry, lambda j: {"run_at": rows.ms(j.run_at), "error": j.error}),
+            )
+        if fail:
+            found += sql.rows(
+                statements.fail(len(fail)),
+                rows.numbered(
+                    fail, lambda j: {"failed_at": rows.ms(j.failed_at or now), "error": j.error}
+                ),
+            )
+        return found
+
+    return [str(id) for (id,) in db.write(work)]
 
 
 class _Driver:
