@@ -309,7 +309,7 @@ class ClaimStatements:
     """A MySQL store's batch claim, for ``claim``: its statements, and the parameters they name.
 
     - ``due(keys, kinds, only)``: reads and locks (``FOR UPDATE SKIP LOCKED``) up to
-      ``:most`` jobs that may run at ``:now``, ``rows.COLUMNS`` in claim order, passing
+      ``:most`` jobs that may run at ``:now``, ``rows.JOB_COLUMNS`` in claim order, passing
       over the limited jobs of ``keys`` (kind, key) pairs (``:pk0, :pa0``, ...) and of
       ``kinds`` kinds (``:ck0``, ...); of the ``only`` kinds ``:ok0``, ... (None: any).
     - ``locks(n)``: takes ``n`` lock rows, ``(:lk0, :la0)``, ..., given in their order.
@@ -401,7 +401,7 @@ def _claim_once(
     found = sql.rows(due, {**params, **passed.params(), **only})
     if not found:
         return [], False
-    # By COLUMNS: 0 id, 1 kind, 8 alone_key, 9 at_once.
+    # By JOB_COLUMNS: 0 id, 1 kind, 8 alone_key, 9 at_once.
     limited = [row for row in found if row[8] is not None or row[9] is not None]
     taken = found
     again = False

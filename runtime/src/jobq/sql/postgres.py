@@ -215,12 +215,12 @@ class ClaimStatements:
     (a text array), or any. All read the jobs due at ``:now``.
 
     - ``free(filtered)``: holds up to ``:most`` jobs with no limit until ``:until`` for
-      ``:by``, returning ``rows.COLUMNS`` and a flag, false; and, when a limited job that
+      ``:by``, returning ``rows.JOB_COLUMNS`` and a flag, false; and, when a limited job that
       may run comes before the last of them, one more row, flagged true.
     - ``lock(filtered)``: takes the lock rows of the first ``:window`` limited jobs that
       may run, in one order, returning (kind, alone_key) for each.
     - ``limited(filtered)``: holding those (``:lock_kinds``, ``:lock_keys``: text
-      arrays), holds up to ``:most`` jobs, limited or not, returning ``rows.COLUMNS``.
+      arrays), holds up to ``:most`` jobs, limited or not, returning ``rows.JOB_COLUMNS``.
     """
 
     free: Callable[[bool], str]

@@ -189,7 +189,7 @@ class ClaimStatements:
     any). ``any_due`` reads a row when a claim may find a job (an idle poll reads only:
     a write, even of nothing, would take SQLite's one write lock). ``claim(most)`` holds
     up to ``most`` jobs until ``:until`` for ``:by``, adding one to their attempts, and
-    returns them, ``rows.COLUMNS``, with the unique keys they had. ``let_keys_go`` then
+    returns them, ``rows.JOB_COLUMNS``, with the unique keys they had. ``let_keys_go`` then
     clears the keys of the jobs ``:ids`` (a JSON array), in the same transaction.
     """
 
