@@ -16,14 +16,14 @@ import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import jobq
-from jobq import Job
 from jobq.sql import postgres, rows
 from jobq.sql.postgres import Database, make_engine
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    import jobq
+    from jobq import Job
     from sqlalchemy.engine import Connection, Engine
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]

@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING
 
-import jobq
-from jobq import Job
 from jobq.sql import rows, sqlite
 from jobq.sql.sqlite import BEGIN, Database, make_engine
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    import jobq
+    from jobq import Job
     from sqlalchemy.engine import Connection, Engine
 
 __all__ = ["BEGIN", "SCHEMA", "Jobs", "make_engine"]
