@@ -62,7 +62,7 @@ async def test_short_jobs_are_claimed_ahead_of_the_free_workers_in_few_claims() 
     assert max(store.asked) > 2, "claims asked for more jobs than there are workers"
     jobs_a_claim = 400 / len(store.asked)
     assert jobs_a_claim > 10, f"{len(store.asked)} claims for 400 jobs: {store.asked}"
-    assert max(store.asked) <= 2 + jobq.buffer.MOST
+    assert max(store.asked) <= jobq.buffer.CLAIM, "a claim takes no more than 128 workers would"
 
 
 async def test_jobs_that_take_long_are_claimed_only_for_free_workers() -> None:
@@ -168,9 +168,12 @@ def test_the_buffer_sizes_itself_by_what_its_jobs_take() -> None:
     buffer = jobq.buffer.Buffer(4)
     assert buffer.size() == 0, "nothing is buffered before a job was seen to end"
     buffer.took(0.001)
-    assert buffer.size() == min(jobq.buffer.MOST, int(4 * jobq.buffer.BOUND / 0.001))
+    assert buffer.size() == min(jobq.buffer.CLAIM - 4, int(4 * jobq.buffer.BOUND / 0.001))
     buffer.took(5.0)
     assert buffer.size() < 200, "a long job shrinks it at once"
+    many = jobq.buffer.Buffer(jobq.buffer.CLAIM)
+    many.took(0.0001)
+    assert many.size() == 0, "128 workers claim 128 jobs a claim by themselves"
     off = jobq.buffer.Buffer(4, enabled=False)
     off.took(0.0001)
     assert off.size() == 0, "a store that cannot give a job back has no buffer"

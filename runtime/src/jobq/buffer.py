@@ -6,7 +6,8 @@ run claims more: its free workers' jobs and a buffer's, which start as
 workers come free, with no round trip between. The buffer is sized by what
 the jobs take: as many as the workers get through in ``BOUND`` seconds by
 the time they have been taking (short jobs buffer many, jobs of a second or
-more none), never more than ``MOST``. A buffered job is held like a running
+more none), and a claim with its free workers' jobs never past ``CLAIM``:
+128 workers claim enough by themselves. A buffered job is held like a running
 one (renewed, counted by its kind's limits), and goes back, its attempt given
 back, at a stop or once it has waited ``LONGEST``: a job buffered here is not
 one an idle instance can take, so its wait is bounded. See docs/store.md,
@@ -21,11 +22,11 @@ from datetime import datetime
 
 from jobq.job import Job
 
-__all__ = ["BOUND", "LONGEST", "MOST", "Buffer"]
+__all__ = ["BOUND", "CLAIM", "LONGEST", "Buffer"]
 
 BOUND = 0.05  # seconds: what the workers get through in it is the buffer's size
 LONGEST = 1.0  # seconds: a job buffered longer goes back to the store
-MOST = 124  # jobs: with 4 workers, claims of 128, as 128 workers take
+CLAIM = 128  # jobs: a claim with its buffer takes no more than 128 workers would
 
 # Each job's time weighs this much in the running estimate of what a job takes.
 _WEIGHT = 0.05
@@ -70,7 +71,8 @@ class Buffer:
     def _resize(self, took: float) -> None:
         # Worked out as each job ends, not as each is asked: it is asked more often.
         if self._enabled:
-            self._size = min(MOST, int(self._workers * BOUND / max(took, 1e-6)))
+            most = max(0, CLAIM - self._workers)  # many workers claim enough themselves
+            self._size = min(most, int(self._workers * BOUND / max(took, 1e-6)))
 
     def put(self, job: Job, claimed: datetime) -> None:
         self._jobs.append((job, claimed, time.monotonic()))
