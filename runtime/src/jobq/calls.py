@@ -148,9 +148,8 @@ class StoreCalls:
         settles.append((how, job, kept))
         if len(settles) >= SETTLE_BATCH:
             self._start_hop()
-        elif self._hopper is None and self._settle_timer is None:
-            loop = asyncio.get_running_loop()
-            self._settle_timer = loop.call_at(loop.time() + SETTLE_WAIT, self._start_hop)
+        elif self._hopper is None:
+            self._settle_later()
 
     async def flushed(self) -> None:
         """Return once every call queued so far has been made and told how it went."""
@@ -233,9 +232,14 @@ class StoreCalls:
                     done(ok, value)
         finally:
             self._hopper = None
-            if self._settles and self._settle_timer is None:
-                loop = asyncio.get_running_loop()
-                self._settle_timer = loop.call_at(loop.time() + SETTLE_WAIT, self._start_hop)
+            if self._settles:
+                self._settle_later()
+
+    def _settle_later(self) -> None:
+        """Start a hop for the settles that wait within ``SETTLE_WAIT``, unless one is set to."""
+        if self._settle_timer is None:
+            loop = asyncio.get_running_loop()
+            self._settle_timer = loop.call_at(loop.time() + SETTLE_WAIT, self._start_hop)
 
 
 def _claim(
