@@ -115,9 +115,13 @@ def peer_python(folder: Path) -> Path:
     return python
 
 
-def peer_run(python: Path, server: ServerCpu, *args: str) -> tuple[float, float, float, str]:
-    """One peer run: seconds from the first job started to the last done, its CPU seconds
-    and the server's over the run (not the push), and the peer's version."""
+def peer_run(
+    python: Path, server: ServerCpu, peer: str, target: str, n: int, setting: int
+) -> tuple[Measured, str]:
+    """One peer run on ``target`` (pgqueuer's DSN, huey's file) of ``n`` jobs at ``setting``
+    (its batch, its threads): its rate from the first job started to the last done, its
+    CPU and the server's over the run (not the push) a job; and the peer's version."""
+    args = (peer, target, str(n), str(setting))
     child = subprocess.Popen(
         [str(python), str(CHILD), *args],
         stdin=subprocess.PIPE,
@@ -139,12 +143,12 @@ def peer_run(python: Path, server: ServerCpu, *args: str) -> tuple[float, float,
     if child.returncode != 0:
         sys.exit(f"the {args[0]} run failed ({child.returncode}):\n{err[-3000:]}")
     result = json.loads(out.strip().splitlines()[-1])
-    return (
-        float(result["seconds"]),
-        float(result["cpu"]),
-        _spent(before, after),
-        str(result["version"]),
+    measured = Measured(
+        n / float(result["seconds"]),
+        float(result["cpu"]) / n * 1e6,
+        _spent(before, after) / n * 1e6,
     )
+    return measured, str(result["version"])
 
 
 # --- our queue ---------------------------------------------------------------------
@@ -523,28 +527,24 @@ def one_round(
             dsn = sa.make_url(peer_url).set(drivername="postgresql")
             for batch in PGQUEUER_BATCHES:
                 vacuum(peer_url)  # its table as fresh as ours is at each run
-                seconds, cpu, server, samples.peer_version = peer_run(
+                measured, samples.peer_version = peer_run(
                     python,
                     ServerCpu(peer_url),
                     "pgqueuer",
                     dsn.render_as_string(hide_password=False),
-                    str(n),
-                    str(batch),
+                    n,
+                    batch,
                 )
-                samples.add_run(
-                    f"peer {batch}", Measured(n / seconds, cpu / n * 1e6, server / n * 1e6)
-                )
+                samples.add_run(f"peer {batch}", measured)
         else:
             for threads in HUEY_THREADS:
                 file = Path(peer_url)
                 for old in file.parent.glob(file.name + "*"):
                     old.unlink()
-                seconds, cpu, server, samples.peer_version = peer_run(
-                    python, ServerCpu(f"sqlite:///{file}"), "huey", str(file), str(n), str(threads)
+                measured, samples.peer_version = peer_run(
+                    python, ServerCpu(f"sqlite:///{file}"), "huey", str(file), n, threads
                 )
-                samples.add_run(
-                    f"peer {threads}", Measured(n / seconds, cpu / n * 1e6, server / n * 1e6)
-                )
+                samples.add_run(f"peer {threads}", measured)
     with Raw.open(db, url) as raw:
         push, insert = pushes(module, url, raw, n)
         samples.add("push", push)
