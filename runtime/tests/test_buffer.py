@@ -22,13 +22,13 @@ class Watched(MemoryStore):
 
     def __init__(self) -> None:
         super().__init__()
-        self.asked: list[int] = []
+        self.claimed_most: list[int] = []
         self.given_back: list[str] = []
 
     def claim_many(
         self, now: datetime, until: datetime, most: int, by: Claimant | None = None
     ) -> list[Job]:
-        self.asked.append(most)
+        self.claimed_most.append(most)
         return super().claim_many(now, until, most, by)
 
     def give_back(self, job: Job) -> bool:
@@ -59,10 +59,12 @@ async def test_short_jobs_are_claimed_ahead_of_the_free_workers_in_few_claims() 
         quick.push(n)
     await _run_until(q, all_ran)
     assert set(ran.values()) == {1}, "each job ran once"
-    assert max(store.asked) > 2, "claims asked for more jobs than there are workers"
-    jobs_a_claim = 400 / len(store.asked)
-    assert jobs_a_claim > 10, f"{len(store.asked)} claims for 400 jobs: {store.asked}"
-    assert max(store.asked) <= jobq.buffer.CLAIM, "a claim takes no more than 128 workers would"
+    assert max(store.claimed_most) > 2, "claims asked for more jobs than there are workers"
+    jobs_a_claim = 400 / len(store.claimed_most)
+    assert jobs_a_claim > 10, f"{len(store.claimed_most)} claims for 400 jobs: {store.claimed_most}"
+    assert max(store.claimed_most) <= jobq.buffer.CLAIM, (
+        "a claim takes no more than 128 workers would"
+    )
 
 
 async def test_jobs_that_take_long_are_claimed_only_for_free_workers() -> None:
@@ -82,7 +84,9 @@ async def test_jobs_that_take_long_are_claimed_only_for_free_workers() -> None:
     for n in range(6):
         slow.push(n)
     await _run_until(q, all_ran)
-    assert max(store.asked) <= 2, f"claims asked for more than the free workers: {store.asked}"
+    assert max(store.claimed_most) <= 2, (
+        f"claims asked for more than the free workers: {store.claimed_most}"
+    )
 
 
 async def test_a_stop_hands_the_buffered_jobs_back_unrun_with_their_attempts() -> None:

@@ -31,6 +31,9 @@ BUILT_IN_ORDER = (
     "claimed_by",
     "max_attempts",
     "snoozes",
+    "ended",
+    "cancel_asked",
+    "expires_at",
     "unreadable",
 )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import jobq
 from jobq import Job
@@ -186,10 +186,11 @@ _CLAIMS = mysql.ClaimStatements(due=_claim, locks=_locks, rank=_RANK, hold=_HOLD
 
 _PUSH = """
     INSERT INTO jobs (
-        kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts
+        kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts,
+        expires_at
     ) VALUES (
         :kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority,
-        :max_attempts
+        :max_attempts, :expires_at
     )
     """
 
@@ -322,9 +323,10 @@ _FOREVER = 2**63 - 1  # BIGINT's largest: a pause until resumed
 # a row a kind.
 _STATS = """
     SELECT kind, SUM(IF(state = 0, n, 0)), SUM(IF(state = 1, n, 0)), SUM(IF(state = 2, n, 0)),
-        SUM(IF(state = 3, n, 0)), MIN(IF(state = 0, oldest, NULL))
+        SUM(IF(state = 3, n, 0)), MIN(IF(state = 0, oldest, NULL)), SUM(IF(state = 4, n, 0))
     FROM (
         SELECT kind, CASE
+                WHEN failed_at IS NOT NULL AND ended IN ('cancelled', 'expired') THEN 4
                 WHEN failed_at IS NOT NULL THEN 3 WHEN held_until > :now THEN 2
                 WHEN run_at > :now THEN 1 ELSE 0
             END AS state, COUNT(*) AS n, MIN(run_at) AS oldest
@@ -332,15 +334,49 @@ _STATS = """
     ) AS counted GROUP BY kind
     """
 
-_FAILED = f"""
-    SELECT {rows.JOB_COLUMNS} FROM jobs
-    WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
-    """
+
+def _ended(how: str) -> str:
+    """The jobs that ended ``how``, the latest first. A job ended when failed_at is set;
+    ended says how (NULL: failed, before 0004_jobs)."""
+    return f"""
+        SELECT {rows.JOB_COLUMNS} FROM jobs
+        WHERE failed_at IS NOT NULL AND {how} ORDER BY failed_at DESC, id DESC
+        """
+
+
+_FAILED = _ended("(ended IS NULL OR ended = 'failed')")
+_CANCELLED = _ended("ended IN ('cancelled', 'expired')")
 
 _RUN_AGAIN = """
-    UPDATE jobs SET failed_at = NULL, ended = NULL, attempts = 0, run_at = :run_at, held_until = 0
+    UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
+        run_at = :run_at, held_until = 0
     WHERE id = :id AND failed_at IS NOT NULL
     """
+
+# A cancel locks the job's row (by PRIMARY, as every single job's statement
+# reads: see _DONE), then asks a job a claim holds at :now to stop, its first ask
+# kept, or ends any other, its key let go. With no UPDATE ... RETURNING, the
+# locking read says which, and that no claim can come between.
+_CANCELLING = """
+    SELECT held_until > :now FROM jobs FORCE INDEX (PRIMARY)
+    WHERE id = :id AND failed_at IS NULL FOR UPDATE
+    """
+_ASK = """
+    UPDATE jobs FORCE INDEX (PRIMARY) SET cancel_asked = coalesce(cancel_asked, :now)
+    WHERE id = :id
+    """
+_CANCEL = """
+    UPDATE jobs FORCE INDEX (PRIMARY)
+    SET ended = 'cancelled', failed_at = :now, unique_key = NULL, held_until = 0
+    WHERE id = :id
+    """
+
+_ASKED = """
+    SELECT id FROM jobs WHERE id IN :ids AND failed_at IS NULL AND cancel_asked IS NOT NULL
+    """
+
+_DISCARD = "DELETE FROM jobs WHERE id IN :ids AND failed_at IS NOT NULL"
+_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL"
 
 _PRUNE = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before"
 # And the kinds whose hold or pause has ended, and the lock rows of keys no job has.
@@ -415,10 +451,48 @@ class Jobs:
         return [rows.job(row) for row in found]
 
     def run_again(self, id: str, at: datetime) -> bool:
-        if not id.isdecimal() or int(id) >= 2**63:
+        if not rows.ids([id]):
             return False  # not an ID this table gives out, so not one of its jobs
         params = {"id": int(id), "run_at": rows.ms(at)}
         return self._db.run(lambda sql: sql.count(_RUN_AGAIN, params), alone=True) > 0
+
+    # CancelStore
+
+    def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
+        if not rows.ids([id]):
+            return None
+        params = {"id": int(id), "now": rows.ms(now)}
+
+        def work(sql: Statements) -> Literal["cancelled", "asked"] | None:
+            found = sql.rows(_CANCELLING, params)
+            if not found:
+                return None
+            if found[0][0]:
+                sql.count(_ASK, params)
+                return "asked"
+            sql.count(_CANCEL, params)
+            return "cancelled"
+
+        return self._db.run(work)
+
+    def cancelled(self) -> list[Job]:
+        found = self._db.run(lambda sql: sql.rows(_CANCELLED, {}), alone=True)
+        return [rows.job(row) for row in found]
+
+    def asked(self, ids: Sequence[str]) -> list[str]:
+        given = rows.ids(ids)
+        if not given:
+            return []
+        found = self._db.run(lambda sql: sql.rows(_ASKED, {"ids": tuple(given)}), alone=True)
+        return [str(id) for (id,) in found]
+
+    def discard(self, ids: Sequence[str] | None = None) -> int:
+        if ids is None:
+            return self._db.run(lambda sql: sql.count(_DISCARD_ALL, {}), alone=True)
+        given = rows.ids(ids)
+        if not given:
+            return 0
+        return self._db.run(lambda sql: sql.count(_DISCARD, {"ids": tuple(given)}), alone=True)
 
     # ScheduleStore
 

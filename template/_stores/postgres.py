@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from jobq.sql import postgres, rows
 from jobq.sql.postgres import Database, make_engine
@@ -289,11 +289,12 @@ _CLAIMS = postgres.ClaimStatements(
 )
 
 _COLUMNS_IN = (
-    "kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts"
+    "kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts,"
+    " expires_at"
 )
 _VALUES = (
     ":kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority,"
-    " :max_attempts"
+    " :max_attempts, :expires_at"
 )
 _ON_KEY = "ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL"
 
@@ -457,27 +458,61 @@ _PAUSE = """
 _RESUME = "DELETE FROM held_kinds WHERE kind = :kind AND paused"
 _PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
 
-# Each kind's jobs by state at :now, in one read of the table (a failed job's
+# Each kind's jobs by state at :now, in one read of the table (an ended job's
 # held_until is 0: it is never running).
 _STATS = """
     SELECT kind,
         count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
         count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at > :now),
         count(*) FILTER (WHERE held_until > :now),
-        count(*) FILTER (WHERE failed_at IS NOT NULL),
-        min(run_at) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now)
+        count(*) FILTER (WHERE failed_at IS NOT NULL AND ended IS DISTINCT FROM 'cancelled'
+            AND ended IS DISTINCT FROM 'expired'),
+        min(run_at) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
+        count(*) FILTER (WHERE failed_at IS NOT NULL AND ended IN ('cancelled', 'expired'))
     FROM jobs GROUP BY kind
     """
 
-_FAILED = f"""
-    SELECT {rows.JOB_COLUMNS} FROM jobs
-    WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
-    """
+
+def _ended(how: str) -> str:
+    """The jobs that ended ``how``, the latest first. A job ended when failed_at is set;
+    ended says how (NULL: failed, before 0004_jobs)."""
+    return f"""
+        SELECT {rows.JOB_COLUMNS} FROM jobs
+        WHERE failed_at IS NOT NULL AND {how} ORDER BY failed_at DESC, id DESC
+        """
+
+
+_FAILED = _ended("(ended IS NULL OR ended = 'failed')")
+_CANCELLED = _ended("ended IN ('cancelled', 'expired')")
 
 _RUN_AGAIN = """
-    UPDATE jobs SET failed_at = NULL, ended = NULL, attempts = 0, run_at = :run_at, held_until = 0
+    UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
+        run_at = :run_at, held_until = 0
     WHERE id = :id AND failed_at IS NOT NULL
     """
+
+# A job a claim holds at :now is asked to stop (its first ask kept); any other that
+# has not ended ends, its key let go. One UPDATE: of a claim at once, which locks
+# the row, it waits for the commit and reads the row the claim left.
+_CANCEL = """
+    UPDATE jobs SET
+        ended = CASE WHEN held_until > :now THEN NULL ELSE 'cancelled' END,
+        failed_at = CASE WHEN held_until > :now THEN NULL ELSE :now END,
+        cancel_asked = CASE WHEN held_until > :now THEN coalesce(cancel_asked, :now)
+            ELSE cancel_asked END,
+        unique_key = CASE WHEN held_until > :now THEN unique_key END,
+        held_until = CASE WHEN held_until > :now THEN held_until ELSE 0 END
+    WHERE id = :id AND failed_at IS NULL
+    RETURNING ended
+    """
+
+_ASKED = f"""
+    SELECT id FROM jobs
+    WHERE {_by_key("ids")} AND failed_at IS NULL AND cancel_asked IS NOT NULL
+    """
+
+_DISCARD = f"DELETE FROM jobs WHERE {_by_key('ids')} AND failed_at IS NOT NULL"
+_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL"
 
 # With the failed jobs go the lock rows of keys no job has, and the kinds
 # whose hold or pause has ended (a rate's hold-backs leave a row a kind).
@@ -553,10 +588,32 @@ class Jobs:
         return [rows.job(row) for row in self._db.run(lambda sql: sql.rows(_FAILED, {}))]
 
     def run_again(self, id: str, at: datetime) -> bool:
-        if not id.isdecimal() or int(id) >= 2**63:
+        if not rows.ids([id]):
             return False  # not an ID this table gives out, so not one of its jobs
         params = {"id": int(id), "run_at": rows.ms(at)}
         return self._db.run(lambda sql: sql.count(_RUN_AGAIN, params)) > 0
+
+    # CancelStore
+
+    def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
+        if not rows.ids([id]):
+            return None
+        params = {"id": int(id), "now": rows.ms(now)}
+        found = self._db.run(lambda sql: sql.rows(_CANCEL, params))
+        return None if not found else "asked" if found[0][0] is None else "cancelled"
+
+    def cancelled(self) -> list[Job]:
+        return [rows.job(row) for row in self._db.run(lambda sql: sql.rows(_CANCELLED, {}))]
+
+    def asked(self, ids: Sequence[str]) -> list[str]:
+        params = {"ids": rows.ids(ids)}
+        return [str(id) for (id,) in self._db.run(lambda sql: sql.rows(_ASKED, params))]
+
+    def discard(self, ids: Sequence[str] | None = None) -> int:
+        if ids is None:
+            return self._db.run(lambda sql: sql.count(_DISCARD_ALL, {}))
+        params = {"ids": rows.ids(ids)}
+        return self._db.run(lambda sql: sql.count(_DISCARD, params))
 
     # ScheduleStore
 

@@ -10,9 +10,10 @@ SQLite 3.35+ (RETURNING, MATERIALIZED).
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from jobq.sql import rows, sqlite
 from jobq.sql.sqlite import BEGIN, Database, make_engine
@@ -185,10 +186,11 @@ _CLAIMS = sqlite.ClaimStatements(any_due=_ANY_DUE, claim=_claim, let_keys_go=_LE
 
 _INSERT = """
     INSERT INTO jobs (
-        kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts
+        kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts,
+        expires_at
     ) VALUES (
         :kind, :payload, :run_at, {unique_key}, :alone_key, :at_once, :carried, :priority,
-        :max_attempts
+        :max_attempts, :expires_at
     )
 """
 
@@ -334,13 +336,16 @@ _PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until >
 # A pause with no end: held until the largest time an INTEGER holds.
 _FOREVER = 2**63 - 1
 
-# Each kind's jobs at :now: every job, the failed (whose held_until is 0), the
+# Each kind's jobs at :now: every job, the ended (whose held_until is 0), the
 # running and the later; the rest are due. jobs_held holds each job's kind and
 # times, in kind order: a read of its narrow entries, not the table's rows, with
-# no sort, and few comparisons a row, as they are most of what is left.
+# no sort, and few comparisons a row, as they are most of what is left. Of the
+# ended, the cancelled are read apart, through jobs_failed: the few that ended.
 _STATS = """
-    SELECT kind, jobs - failed - running - later, later, running, failed, oldest FROM (
-        SELECT kind, count(*) AS jobs, count(failed_at) AS failed,
+    SELECT kind, jobs - ended - running - later, later, running,
+        ended - coalesce(cancelled, 0), oldest, coalesce(cancelled, 0)
+    FROM (
+        SELECT kind, count(*) AS jobs, count(failed_at) AS ended,
             sum(held_until > :now) AS running,
             coalesce(sum(
                 CASE WHEN failed_at IS NULL AND held_until <= :now THEN run_at > :now END
@@ -348,19 +353,55 @@ _STATS = """
             min(CASE WHEN failed_at IS NULL AND held_until <= :now AND run_at <= :now
                 THEN run_at END) AS oldest
         FROM jobs INDEXED BY jobs_held GROUP BY kind
-    )
+    ) LEFT JOIN (
+        SELECT kind AS of_kind, count(*) AS cancelled FROM jobs
+        WHERE failed_at IS NOT NULL AND ended IN ('cancelled', 'expired') GROUP BY kind
+    ) ON of_kind = kind
     """
 
-_FAILED = f"""
-    SELECT {rows.JOB_COLUMNS} FROM jobs
-    WHERE failed_at IS NOT NULL ORDER BY failed_at DESC, id DESC
-    """
+
+def _ended(how: str) -> str:
+    """The jobs that ended ``how``, the latest first. A job ended when failed_at is set;
+    ended says how (NULL: failed, before 0004_jobs)."""
+    return f"""
+        SELECT {rows.JOB_COLUMNS} FROM jobs
+        WHERE failed_at IS NOT NULL AND {how} ORDER BY failed_at DESC, id DESC
+        """
+
+
+_FAILED = _ended("(ended IS NULL OR ended = 'failed')")
+_CANCELLED = _ended("ended IN ('cancelled', 'expired')")
 
 _RUN_AGAIN = """
-    UPDATE jobs SET failed_at = NULL, ended = NULL, attempts = 0, run_at = :run_at,
-        held_until = 0
+    UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
+        run_at = :run_at, held_until = 0
     WHERE id = :id AND failed_at IS NOT NULL
     """
+
+# A job a claim holds at :now is asked to stop (its first ask kept); any other that
+# has not ended ends, its key let go: one statement, so no claim comes between.
+_CANCEL = """
+    UPDATE jobs SET
+        ended = CASE WHEN held_until > :now THEN NULL ELSE 'cancelled' END,
+        failed_at = CASE WHEN held_until > :now THEN NULL ELSE :now END,
+        cancel_asked = CASE WHEN held_until > :now THEN coalesce(cancel_asked, :now)
+            ELSE cancel_asked END,
+        unique_key = CASE WHEN held_until > :now THEN unique_key END,
+        held_until = CASE WHEN held_until > :now THEN held_until ELSE 0 END
+    WHERE id = :id AND failed_at IS NULL
+    RETURNING ended
+    """
+
+_ASKED = """
+    SELECT id FROM jobs
+    WHERE id IN (SELECT value FROM json_each(:ids))
+      AND failed_at IS NULL AND cancel_asked IS NOT NULL
+    """
+
+_DISCARD = (
+    "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND failed_at IS NOT NULL"
+)
+_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL"
 
 _PRUNE = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before"
 # And the kinds whose hold or pause has ended: a rate's hold-backs leave a row a kind.
@@ -436,10 +477,32 @@ class Jobs:
         return [rows.job(row) for row in self._db.read(lambda sql: sql.rows(_FAILED, {}))]
 
     def run_again(self, id: str, at: datetime) -> bool:
-        if not id.isdecimal() or int(id) >= 2**63:
+        if not rows.ids([id]):
             return False  # not an ID this table gives out (nor SQLite holds), so not its job's
         params = {"id": int(id), "run_at": rows.ms(at)}
         return self._db.write(lambda sql: sql.count(_RUN_AGAIN, params) > 0)
+
+    # CancelStore
+
+    def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
+        if not rows.ids([id]):
+            return None
+        params = {"id": int(id), "now": rows.ms(now)}
+        found = self._db.write(lambda sql: sql.rows(_CANCEL, params))
+        return None if not found else "asked" if found[0][0] is None else "cancelled"
+
+    def cancelled(self) -> list[Job]:
+        return [rows.job(row) for row in self._db.read(lambda sql: sql.rows(_CANCELLED, {}))]
+
+    def asked(self, ids: Sequence[str]) -> list[str]:
+        params = {"ids": json.dumps(rows.ids(ids))}
+        return [str(id) for (id,) in self._db.read(lambda sql: sql.rows(_ASKED, params))]
+
+    def discard(self, ids: Sequence[str] | None = None) -> int:
+        if ids is None:
+            return self._db.write(lambda sql: sql.count(_DISCARD_ALL, {}))
+        params = {"ids": json.dumps(rows.ids(ids))}
+        return self._db.write(lambda sql: sql.count(_DISCARD, params))
 
     # ScheduleStore
 
@@ -511,7 +574,7 @@ class Jobs:
         return rows.stats(self._db.read(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)})))
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many. And the
+        """Delete the jobs that ended (failed or cancelled) before ``before``; say how many. And the
         kinds' holds and pauses ended at ``now`` (the clock's, unless given)."""
 
         def prune(sql: rows.Statements) -> int:

@@ -28,6 +28,7 @@ from jobq.stats import KindStats
 from jobq.store import (
     AtOnceStore,
     BatchStore,
+    CancelStore,
     CarryStore,
     FailedStore,
     GiveBackStore,
@@ -48,6 +49,7 @@ __all__ = [
     "AtOnceStore",
     "BadSchedule",
     "BatchStore",
+    "CancelStore",
     "Carrier",
     "CarryStore",
     "CarryTooLarge",

@@ -12,6 +12,7 @@ import inspect
 import math
 import typing
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from jobq.calls import StoreCalls
@@ -20,6 +21,7 @@ from jobq.errors import ConfigError
 from jobq.kind import Handler, Kind, KindOptions, Options, check_names, whole
 from jobq.loop import Loop, drain
 from jobq.store import (
+    CancelStore,
     CarryStore,
     LatestStore,
     ScheduleStore,
@@ -196,6 +198,36 @@ class Queue:
         running = self._running
         if running is not None:
             running.wakeup.wake()
+
+    # Control
+
+    def cancel(self, id: str) -> bool:
+        """Cancel the job ``id``: True when it waited (it never runs now) or runs (it is asked
+        to stop); False when it had ended or is no job.
+
+        A waiting job is kept as cancelled (``CancelStore.cancelled`` lists it),
+        and its unique key let go. A running job stops on whichever instance
+        runs it, within a second or two: an ``async`` handler's task is
+        cancelled at its next ``await``, a plain function sees
+        ``jobq.cancelled()``. It is settled as cancelled, never retried, and
+        ``on_fail`` is not called. A cancel that races the job's end leaves the
+        outcome the store kept first: a job that ended first says False.
+        """
+        return self._cancelling().cancel(id, datetime.now(UTC)) is not None
+
+    async def acancel(self, id: str) -> bool:
+        """``cancel(id)`` from async code: the store's call runs in a thread."""
+        store = self._cancelling()
+        return await self._calls.call(store.cancel, id, datetime.now(UTC)) is not None
+
+    def _cancelling(self) -> CancelStore:
+        if not isinstance(self.store, CancelStore):
+            missing = [n for n in _methods(CancelStore) if not hasattr(self.store, n)]
+            raise ConfigError(
+                f"{self.store!r} cannot cancel jobs: it is no jobq.CancelStore (it lacks "
+                f"{', '.join(missing)}); update the app's jobs_db.py, or use a store that has them"
+            )
+        return self.store
 
     # Running
 

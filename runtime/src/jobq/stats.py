@@ -19,6 +19,7 @@ class KindStats:
     Each job is in exactly one state:
 
     - ``failed``: failed for good (``failed()`` lists it), whatever its times.
+    - ``cancelled``: cancelled or expired (``CancelStore.cancelled()`` lists it).
     - ``running``: held by a claim whose hold has not run out at ``now``.
     - ``due``: neither of those, and its ``run_at`` is ``now`` or before: a
       claim may take it (a job whose hold ran out, its worker lost, is due
@@ -38,3 +39,4 @@ class KindStats:
     running: int
     failed: int
     oldest_due: datetime | None
+    cancelled: int = 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from jobq.job import Claimant, Job
 from jobq.stats import KindStats
@@ -21,6 +21,7 @@ from jobq.stats import KindStats
 __all__ = [
     "AtOnceStore",
     "BatchStore",
+    "CancelStore",
     "CarryStore",
     "FailedStore",
     "GiveBackStore",
@@ -107,6 +108,51 @@ class FailedStore(Store, Protocol):
 
     def run_again(self, id: str, at: datetime) -> bool:
         """Put a failed job back, due at ``at``, with no attempts; say whether there was one."""
+        ...
+
+
+@runtime_checkable
+class CancelStore(FailedStore, Protocol):
+    """A FailedStore that cancels jobs, lists the cancelled ones, and discards ended jobs.
+
+    A job ends failed, cancelled or expired; ``Job.ended`` says which, and
+    ``failed_at`` when. ``failed()`` lists the failed only, ``cancelled()`` the
+    other two; ``run_again`` takes a job of either list; the prune deletes each
+    when it is old enough.
+    """
+
+    def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
+        """Cancel the job ``id`` at ``now``, and say what became of it.
+
+        A job that waits (due or later, a retry's backoff, or a claim whose hold
+        ran out before ``now``) ends at once: "cancelled", with ``ended``
+        "cancelled" and ``failed_at`` ``now``; no claim takes it, and its unique
+        key is let go, so the next push of that key is a new job. A job a claim
+        holds at ``now`` is left to that claim's queue to stop: its
+        ``cancel_asked`` is set to ``now`` (kept if asked before), and it says
+        "asked". From then on ``asked`` names it, and a claim gives it back
+        with ``cancel_asked`` set (its queue ends it unrun). A job that has ended, or
+        that the store never had, is left as it is: None. Of a cancel racing a
+        claim or a settle, the one the store kept first holds.
+        """
+        ...
+
+    def asked(self, ids: Sequence[str]) -> list[str]:
+        """Of ``ids``, the jobs whose cancel was asked and that have not ended, in any order.
+
+        The queue asks about once a second of the jobs its claims hold, so a
+        running job learns of its cancel within a second or two.
+        """
+        ...
+
+    def cancelled(self) -> list[Job]:
+        """The jobs that ended cancelled or expired, with ``ended`` and ``failed_at``, the latest
+        first."""
+        ...
+
+    def discard(self, ids: Sequence[str] | None = None) -> int:
+        """Delete, for good, those of ``ids`` that ended (failed, cancelled or expired), or every
+        job that ended when ``ids`` is None; say how many. A job that waits or runs is left."""
         ...
 
 

@@ -48,10 +48,11 @@ cli = typer.Typer(
 jobs_cli = typer.Typer(
     help=(
         "The app's jobs. With no command, list the jobs that failed for good and the "
-        "kinds that are paused; retry runs them again, prune deletes the old ones, push "
-        "adds a job of one of the app's kinds, run-due runs what is due now, pause holds "
-        "a kind's jobs on every instance, resume lets them run again, and stats counts "
-        "each kind's jobs by state."
+        "kinds that are paused; retry runs them again, cancel stops a job that waits or "
+        "runs, cancelled lists the cancelled ones, discard deletes ended jobs, prune "
+        "deletes the old ones, push adds a job of one of the app's kinds, run-due runs "
+        "what is due now, pause holds a kind's jobs on every instance, resume lets them "
+        "run again, and stats counts each kind's jobs by state."
     ),
     add_completion=False,
 )
@@ -220,10 +221,13 @@ def jobs(
     with _app() as app:
         failed = app.jobs.failed()
         paused = app.jobs.paused(datetime.now(UTC))
+        cancelled = len(app.jobs.cancelled())
     if as_json:
         typer.echo(json.dumps([_as_dict(job) for job in failed], indent=2, ensure_ascii=False))
         return
     _list_failed(failed)
+    if cancelled:
+        typer.echo(f"\n{_count(cancelled)} cancelled: {NAME} jobs cancelled lists them.")
     if paused:
         typer.echo(f"\nPaused, on every instance ({NAME} jobs resume <kind> lets one run again):")
         width = max(len(kind) for kind in paused)
@@ -239,31 +243,42 @@ def _list_failed(failed: list[jobq.Job]) -> None:
         f"{_count(len(failed))} failed for good, and {'is' if len(failed) == 1 else 'are'} "
         f"kept for {_kept()} (the nightly prune-jobs deletes older ones):\n"
     )
-    for job in failed:
+    _list(failed, "failed")
+    typer.echo(
+        f"{NAME} jobs retry <id> runs one again, and {NAME} jobs retry all runs them all; "
+        f"{NAME} jobs discard <id> deletes one, and {NAME} jobs discard all every ended job."
+    )
+
+
+def _list(jobs: list[jobq.Job], how: str) -> None:
+    """Each job, the way it ended (``how``: failed, cancelled), when, and what it kept."""
+    for job in jobs:
         at = job.failed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if job.failed_at else "?"
+        ended = job.ended if job.ended in ("cancelled", "expired") else how
         attempts = "1 attempt" if job.attempts == 1 else f"{job.attempts} attempts"
         if job.max_attempts:
             attempts += f" (of the {job.max_attempts} its push gave it)"
         if job.snoozes:
             attempts += f", snoozed {job.snoozes} {'time' if job.snoozes == 1 else 'times'}"
         # What a job keeps came from a handler or a caller: shown with control characters escaped.
-        typer.echo(f"  {job.id:>4}  {visible(job.kind)}, which failed at {at} after {attempts}")
+        typer.echo(f"  {job.id:>4}  {visible(job.kind)}, which {ended} at {at} after {attempts}")
         typer.echo(f"        {visible(job.payload)}")
         if job.key:
             typer.echo(f"        key: {visible(job.key)}")
         request_id = (job.carried or {}).get("request_id")
         if request_id:
             typer.echo(f"        pushed by request {visible(request_id)}")
-        for line in visible(job.error or "(no error kept)", lines=True).split("\n"):
-            typer.echo(f"        {line}")
+        if job.error or how == "failed":
+            for line in visible(job.error or "(no error kept)", lines=True).split("\n"):
+                typer.echo(f"        {line}")
         typer.echo()
-    typer.echo(f"{NAME} jobs retry <id> runs one again, and {NAME} jobs retry all runs them all.")
 
 
 @jobs_cli.command()
 def retry(which: Annotated[str, typer.Argument(help="A job's ID, or all.")]) -> None:
-    """Run a job that failed for good again (or all of them), from its first attempt, now."""
-    if which != "all" and not which.isdecimal():
+    """Run a job that failed for good or was cancelled again, from its first attempt, now;
+    all: every job that failed for good (a cancelled one only by its ID)."""
+    if which != "all" and not _is_id(which):
         _exit(f"{json.dumps(which)} is not a job's ID: give the ID {NAME} jobs shows, or all")
     with _app() as app:
         jobs = app.jobs
@@ -271,7 +286,10 @@ def retry(which: Annotated[str, typer.Argument(help="A job's ID, or all.")]) -> 
         ids = [job.id for job in jobs.failed()] if which == "all" else [which]
         again = sum(jobs.run_again(id, now) for id in ids)
     if which != "all" and not again:
-        _exit(f"no job {which} failed for good: {NAME} jobs lists the ones that did")
+        _exit(
+            f"no job {which} failed for good or was cancelled: {NAME} jobs and "
+            f"{NAME} jobs cancelled list the ones that did"
+        )
     if not again:
         typer.echo("No job to run again: none failed for good.")
         return
@@ -279,12 +297,86 @@ def retry(which: Annotated[str, typer.Argument(help="A job's ID, or all.")]) -> 
 
 
 @jobs_cli.command()
+def cancel(
+    ids: Annotated[list[str], typer.Argument(help="The IDs of the jobs to cancel.")],
+) -> None:
+    """Cancel jobs: one that waits never runs; one that runs is stopped on its instance.
+
+    A running job learns of its cancel within a second or two, wherever it
+    runs, and ends cancelled, not retried. A job that has ended is left as it
+    is, and the command exits with status 1.
+    """
+    for id in ids:
+        if not _is_id(id):
+            _exit(f"{json.dumps(id)} is not a job's ID: give the IDs that {NAME} shows")
+    with _app() as app:
+        now = datetime.now(UTC)
+        said = [(id, app.jobs.cancel(id, now)) for id in ids]
+    for id, what in said:
+        if what == "cancelled":
+            typer.echo(f"Cancelled job {id}: it will not run.")
+        elif what == "asked":
+            typer.echo(
+                f"Job {id} is running (or about to, claimed): its instance stops it within "
+                f"a second or two, and it ends cancelled."
+            )
+        else:
+            typer.echo(f"{NAME}: no job {id} waits or runs (it ended, or never was).", err=True)
+    if any(what is None for _, what in said):
+        raise typer.Exit(1)
+
+
+@jobs_cli.command()
+def cancelled(
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
+) -> None:
+    """List the jobs that were cancelled (or expired), the latest first."""
+    with _app() as app:
+        found = app.jobs.cancelled()
+    if as_json:
+        typer.echo(json.dumps([_as_dict(job) for job in found], indent=2, ensure_ascii=False))
+        return
+    if not found:
+        typer.echo("No job was cancelled.")
+        return
+    typer.echo(
+        f"{_count(len(found))} cancelled, and {'is' if len(found) == 1 else 'are'} kept for "
+        f"{_kept()} (the nightly prune-jobs deletes older ones):\n"
+    )
+    _list(found, "was cancelled")
+    typer.echo(
+        f"{NAME} jobs retry <id> runs one after all, and {NAME} jobs discard <id> deletes one."
+    )
+
+
+@jobs_cli.command()
+def discard(
+    which: Annotated[list[str], typer.Argument(help="The IDs of ended jobs, or all.")],
+) -> None:
+    """Delete jobs that failed for good or were cancelled, for good (all: every one)."""
+    every = which == ["all"]
+    for id in [] if every else which:
+        if not _is_id(id):
+            _exit(f"{json.dumps(id)} is not a job's ID: give the IDs {NAME} jobs shows, or all")
+    with _app() as app:
+        deleted = app.jobs.discard(None if every else which)
+    if not every and deleted < len(set(which)):
+        typer.echo(
+            f"Deleted {_count(deleted)}; the others did not end (a job that waits or runs is "
+            f"cancelled first, with {NAME} jobs cancel), or are gone already.",
+            err=True,
+        )
+        raise typer.Exit(1)
+    typer.echo(f"Deleted {_count(deleted)} that ended (failed for good, or cancelled).")
+
+
+@jobs_cli.command()
 def prune() -> None:
-    """Delete the jobs that failed for good over a month ago."""
+    """Delete the jobs that failed for good or were cancelled over a month ago."""
     before = datetime.now(UTC) - KEEP_FAILED
     with _app() as app:
         pruned = app.jobs.prune(before)
-    typer.echo(f"Deleted {_count(pruned)} that failed before {before:%Y-%m-%d %H:%M} UTC.")
+    typer.echo(f"Deleted {_count(pruned)} that ended before {before:%Y-%m-%d %H:%M} UTC.")
 
 
 LONGEST_WAIT = 100 * 365 * 86400.0  # seconds: --in's most, well inside what a datetime holds
@@ -373,11 +465,12 @@ def resume(kind: Annotated[str, typer.Argument(help="The kind's name.")]) -> Non
 def stats(
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
 ) -> None:
-    """Count each kind's jobs: due now, waiting for later, running, failed; and the lag.
+    """Count each kind's jobs: due now, waiting for later, running, failed, cancelled; the lag.
 
     Due: may run now (a paused kind's too); later: waits for its time or a
     retry's backoff; running: held by a worker whose hold lasts; failed: for
-    good. The oldest due job's wait is how far the kind's workers lag behind.
+    good; cancelled: or expired. The oldest due job's wait is how far the
+    kind's workers lag behind.
     """
     now = datetime.now(UTC)
     with _app() as app:
@@ -389,14 +482,18 @@ def stats(
     if not counted:
         typer.echo("No job waits, runs or has failed.")
         return
-    table = [["kind", "due", "later", "running", "failed", "oldest due waited"]] + [
-        [s.kind, str(s.due), str(s.later), str(s.running), str(s.failed), _waited(s, now)]
+    table = [["kind", "due", "later", "running", "failed", "cancelled", "oldest due waited"]] + [
+        [
+            s.kind,
+            *(str(n) for n in (s.due, s.later, s.running, s.failed, s.cancelled)),
+            _waited(s, now),
+        ]
         for s in counted
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
-        counts = [cell.rjust(width) for cell, width in zip(row[1:5], widths[1:5], strict=True)]
-        typer.echo("  ".join([row[0].ljust(widths[0]), *counts, row[5]]))
+        counts = [cell.rjust(width) for cell, width in zip(row[1:6], widths[1:6], strict=True)]
+        typer.echo("  ".join([row[0].ljust(widths[0]), *counts, row[6]]))
     if paused:
         names = ", ".join(sorted(paused))
         typer.echo(f"\nPaused on every instance, their due jobs waiting: {names}.")
@@ -421,6 +518,7 @@ def _stats_dict(counted: jobq.KindStats, now: datetime, paused: bool) -> dict[st
         "later": counted.later,
         "running": counted.running,
         "failed": counted.failed,
+        "cancelled": counted.cancelled,
         "oldest_due": None if oldest is None else oldest.isoformat(),
         "oldest_due_waited": None if oldest is None else max(0.0, (now - oldest).total_seconds()),
         "paused": paused,
@@ -479,6 +577,10 @@ def _kept() -> str:
     return "a month" if KEEP_FAILED.days == 30 else f"{KEEP_FAILED.days} days"
 
 
+def _is_id(text: str) -> bool:
+    return text.isascii() and text.isdecimal()
+
+
 def _count(n: int) -> str:
     return "1 job" if n == 1 else f"{n} jobs"
 
@@ -496,7 +598,9 @@ def _as_dict(job: jobq.Job) -> dict[str, Any]:
         "attempts": job.attempts,
         "max_attempts": job.max_attempts or None,
         "snoozes": job.snoozes,
-        "failed_at": job.failed_at.isoformat() if job.failed_at else None,
+        "ended": job.ended or "failed",
+        "ended_at": job.failed_at.isoformat() if job.failed_at else None,
+        "failed_at": job.failed_at.isoformat() if job.failed_at else None,  # ended_at's old name
         "error": job.error,
         "key": job.key or None,
         "request_id": (job.carried or {}).get("request_id"),

@@ -2,7 +2,7 @@
 
 It shows every user's jobs, so it is off unless JOBS_PAGE_PASSWORD is set,
 and then asks for that password (HTTP basic auth, any user name): serve it
-over HTTPS. Its actions (run again, pause, resume) are POSTs that a page of
+over HTTPS. Its actions (run again, discard, cancel, pause, resume) are POSTs
 another site cannot make: each carries a token that only this page gives out,
 and one whose Origin or Sec-Fetch-Site says another site sent it is refused.
 Jinja escapes every value and error, so a job's `<script>` shows as text.
@@ -75,6 +75,8 @@ def make_page(app: App, password: str | None, guesses: _Guesses | None = None) -
         Route("/", page.failed),
         Route("/job/{id}", page.job),
         Route("/run-again", page.run_again, methods=["POST"]),
+        Route("/discard", page.discard, methods=["POST"]),
+        Route("/cancel", page.cancel, methods=["POST"]),
         Route("/pause", page.pause, methods=["POST"]),
         Route("/resume", page.resume, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static" / "jobs")),
@@ -258,6 +260,9 @@ class _Page:
             pausable=sorted(self.app.queue.kinds),
             now=now,
             ran=_number(request.query_params.get("ran")),
+            discarded=_number(request.query_params.get("discarded")),
+            # A job's ID and what its cancel did, as the redirect says; the words are the page's.
+            cancelled=_cancel_told(request.query_params),
             # What the last action did, as its redirect says: the app's kinds' names only, so a
             # link of someone else's cannot make the banner say a text of theirs.
             just_paused=self._kind(request.query_params.get("paused", "")),
@@ -309,6 +314,24 @@ class _Page:
 
         count = await run_in_threadpool(again)
         return self._back(request, {"kind": _one(form, "kind"), "ran": str(count)})
+
+    async def discard(self, request: Request) -> Response:
+        """Delete the form's failed jobs (one, or all shown) for good."""
+        form = await self._form(request)
+        if isinstance(form, PlainTextResponse):
+            return form
+        ids = form.get("id", [])
+        count = await run_in_threadpool(self.app.jobs.discard, ids) if ids else 0
+        return self._back(request, {"kind": _one(form, "kind"), "discarded": str(count)})
+
+    async def cancel(self, request: Request) -> Response:
+        """Cancel the job the form names: one that waits never runs, one that runs is stopped."""
+        form = await self._form(request)
+        if isinstance(form, PlainTextResponse):
+            return form
+        id = _one(form, "id").strip()
+        what = await run_in_threadpool(self.app.jobs.cancel, id, datetime.now(UTC))
+        return self._back(request, {"cancel": id, "said": what or "none"})
 
     async def pause(self, request: Request) -> Response:
         """Pause a kind on every instance: for an hour, a day, or until resumed."""
@@ -378,6 +401,22 @@ class _Page:
             **values,
         )
         return HTMLResponse(html, status_code=status_code)
+
+
+# What a cancel did, as the page says it after the redirect.
+_CANCEL_SAID = {
+    "cancelled": "is cancelled: it will not run.",
+    "asked": "is running: its instance stops it within a second or two.",
+    "none": "does not wait or run: it ended, or never was.",
+}
+
+
+def _cancel_told(query: Any) -> tuple[str, str] | None:
+    """(the job's ID, what its cancel did) from the redirect's query, or None."""
+    id, said = query.get("cancel", ""), query.get("said", "")
+    if not id or said not in _CANCEL_SAID:
+        return None
+    return visible(id[:40]), _CANCEL_SAID[said]
 
 
 def _one(form: dict[str, list[str]], name: str) -> str:

@@ -7,7 +7,8 @@ statement is whatever the connection given to ``Through`` executes.
 The columns every store reads a job back with, in this order::
 
     id, kind, payload, run_at, attempts, error, failed_at, unique_key,
-    alone_key, at_once, carried, priority, claimed_by, max_attempts, snoozes
+    alone_key, at_once, carried, priority, claimed_by, max_attempts, snoozes,
+    ended, cancel_asked, expires_at
 
 ``JOB_COLUMNS`` spells them for a SELECT or a RETURNING; ``job`` reads a row
 of them (a shorter row leaves the rest at their defaults). ``COLUMNS`` is the
@@ -36,6 +37,7 @@ __all__ = [
     "claimant",
     "clause",
     "fence",
+    "ids",
     "insert",
     "job",
     "ms",
@@ -48,7 +50,7 @@ COLUMNS = (
     "id, kind, payload, run_at, attempts, error, failed_at, "
     "unique_key, alone_key, at_once, carried, priority, claimed_by"
 )
-JOB_COLUMNS = f"{COLUMNS}, max_attempts, snoozes"
+JOB_COLUMNS = f"{COLUMNS}, max_attempts, snoozes, ended, cancel_asked, expires_at"
 
 _WIDTH = JOB_COLUMNS.count(",") + 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -76,7 +78,7 @@ def insert(job: Job) -> dict[str, Any]:
     and ``push_latest`` writes it, a plain ``push`` writes NULL. ``alone_key``
     is the key while the job is one at a time, else None; ``at_once`` None for
     no limit; ``carried`` JSON, or None for nothing; ``max_attempts`` None for
-    the kind's.
+    the kind's; ``expires_at`` in Unix ms, None for never.
     """
     return {
         "kind": job.kind,
@@ -88,6 +90,7 @@ def insert(job: Job) -> dict[str, Any]:
         "carried": None if not job.carried else json.dumps(job.carried, sort_keys=True),
         "priority": job.priority,
         "max_attempts": job.max_attempts or None,
+        "expires_at": None if job.expires_at is None else ms(job.expires_at),
     }
 
 
@@ -118,18 +121,26 @@ def claimant(by: Claimant | None) -> dict[str, Any]:
 
 def stats(found: Iterable[Sequence[Any]]) -> list[KindStats]:
     """``StatsStore.stats`` from a store's rows, one a kind: (kind, due, later, running,
-    failed, the oldest due job's run_at in Unix ms or None); sorted by kind."""
+    failed, the oldest due job's run_at in Unix ms or None, cancelled); sorted by kind.
+    A row without its last, from a store written before cancels, counts none cancelled."""
     return [
         KindStats(
-            kind,
-            int(due),
-            int(later),
-            int(running),
-            int(failed),
-            None if oldest is None else at(int(oldest)),
+            str(row[0]),
+            int(row[1]),
+            int(row[2]),
+            int(row[3]),
+            int(row[4]),
+            None if row[5] is None else at(int(row[5])),
+            int(row[6] or 0) if len(row) > 6 else 0,
         )
-        for kind, due, later, running, failed, oldest in sorted(found, key=lambda row: row[0])
+        for row in sorted(found, key=lambda row: row[0])
     ]
+
+
+def ids(given: Iterable[str]) -> list[int]:
+    """Of ``given``, each that a store's table could have given out, as an integer, once and
+    sorted (the order rows lock in): any other names no job, and is left out, not refused."""
+    return sorted({int(id) for id in given if id.isascii() and id.isdecimal() and int(id) < 2**63})
 
 
 def fence(job: Job) -> dict[str, Any]:
@@ -172,6 +183,9 @@ def job(row: Sequence[Any]) -> Job:
         claimed_by,
         max_attempts,
         snoozes,
+        ended,
+        cancel_asked,
+        expires_at,
     ) = row
     # What a store writes reads back in a few µs; anything else (a hand's or an old
     # version's edit) makes the job unreadable, and only that job: never the claim.
@@ -213,6 +227,9 @@ def job(row: Sequence[Any]) -> Job:
         claimed_by,
         most,
         snoozed,
+        ended,
+        None if cancel_asked is None else _EPOCH + int(cancel_asked) * _MS,
+        None if expires_at is None else _EPOCH + int(expires_at) * _MS,
         unreadable,
     )
 

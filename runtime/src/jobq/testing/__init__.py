@@ -16,7 +16,8 @@ store has; the tests of an extra it lacks are skipped, saying which. It is
 made of one mixin a family, for a store that wants only some: StorePromises,
 FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
 LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
-HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises, PauseStorePromises,
+HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises, CancelStorePromises,
+PauseStorePromises,
 BatchStorePromises, RenewStorePromises, CarryStorePromises,
 StatsStorePromises and ClaimantPromises (``StoreSuiteInBrief`` runs one
 test of each, for a quick look). Its times
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 from jobq.testing._at_once import AtOnceStorePromises
 from jobq.testing._batch import BatchStorePromises
+from jobq.testing._cancel import CancelStorePromises
 from jobq.testing._carry import CarryStorePromises
 from jobq.testing._claimant import ClaimantPromises
 from jobq.testing._failed import FailedStorePromises
@@ -71,6 +73,7 @@ from jobq.testing.memory import MemoryStore
 __all__ = [
     "AtOnceStorePromises",
     "BatchStorePromises",
+    "CancelStorePromises",
     "CarryStorePromises",
     "ClaimantPromises",
     "FailedStorePromises",
@@ -104,6 +107,7 @@ class StoreSuite(
     HoldBackStorePromises,
     GiveBackStorePromises,
     SnoozeStorePromises,
+    CancelStorePromises,
     PauseStorePromises,
     BatchStorePromises,
     RenewStorePromises,

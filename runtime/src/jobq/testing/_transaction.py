@@ -17,7 +17,11 @@ __all__ = ["InTransaction"]
 # exactly when the bound store's class has them. NotifyStore's ``listen`` is
 # left out: a listener outlives any one transaction.
 _EXTRAS = (
+    "asked",
+    "cancel",
+    "cancelled",
     "claim_many",
+    "discard",
     "failed",
     "give_back",
     "hold_back",

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Literal
 
 from jobq.job import Claimant, Job
 from jobq.stats import KindStats
@@ -126,21 +127,59 @@ class MemoryStore:
     # FailedStore
 
     def failed(self) -> list[Job]:
-        with self._lock:
-            rows = [r for r in self._rows.values() if r.job.failed_at is not None]
-            rows.sort(key=lambda r: (r.job.failed_at, r.seq), reverse=True)
-            return [_copy(r.job) for r in rows]
+        return self._ended(_FAILED)
 
     def run_again(self, id: str, at: datetime) -> bool:
         with self._lock:
             row = self._rows.get(id)
             if row is None or row.job.failed_at is None:
                 return False
-            row.job.failed_at = None
-            row.job.attempts = 0
-            row.job.run_at = at
+            job = row.job
+            job.failed_at = job.ended = job.cancel_asked = None
+            job.attempts = 0
+            job.run_at = at
             self._wait(row)
             return True
+
+    # CancelStore
+
+    def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
+        with self._lock:
+            row = self._rows.get(id)
+            if row is None or row.job.failed_at is not None:
+                return None
+            job = row.job
+            if _holds(row, now):
+                job.cancel_asked = job.cancel_asked or now
+                return "asked"
+            if row.held_until is not None:
+                self._let_go(row)  # its hold ran out: the lost claim's late settle finds nothing
+            if row.unique:
+                del self._unique[(job.kind, job.key)]  # the next push of the key is a new job
+                row.unique = False
+            row.gen += 1  # its heap entries are stale: no claim takes it
+            job.ended, job.failed_at = "cancelled", now
+            return "cancelled"
+
+    def cancelled(self) -> list[Job]:
+        return self._ended(_CANCELLED)
+
+    def asked(self, ids: Sequence[str]) -> list[str]:
+        with self._lock:
+            rows = [self._rows.get(id) for id in ids]
+            return [
+                r.job.id
+                for r in rows
+                if r is not None and r.job.failed_at is None and r.job.cancel_asked is not None
+            ]
+
+    def discard(self, ids: Sequence[str] | None = None) -> int:
+        with self._lock:
+            chosen = self._rows if ids is None else dict.fromkeys(ids)
+            ended = [id for id in chosen if id in self._rows and self._rows[id].job.failed_at]
+            for id in ended:
+                del self._rows[id]
+            return len(ended)
 
     # ScheduleStore
 
@@ -243,7 +282,7 @@ class MemoryStore:
                 job = row.job
                 of_kind = counts.setdefault(job.kind, Counter())
                 if job.failed_at is not None:
-                    of_kind["failed"] += 1
+                    of_kind["failed" if job.ended in _FAILED else "cancelled"] += 1
                 elif _holds(row, now):
                     of_kind["running"] += 1
                 elif job.run_at <= now:
@@ -260,9 +299,16 @@ class MemoryStore:
                 running=counts[kind]["running"],
                 failed=counts[kind]["failed"],
                 oldest_due=oldest.get(kind),
+                cancelled=counts[kind]["cancelled"],
             )
             for kind in sorted(counts)
         ]
+
+    def _ended(self, how: tuple[str | None, ...]) -> list[Job]:
+        with self._lock:
+            rows = [r for r in self._rows.values() if r.job.failed_at and r.job.ended in how]
+            rows.sort(key=lambda r: (r.job.failed_at, r.seq), reverse=True)
+            return [_copy(r.job) for r in rows]
 
     # inside the lock
 
@@ -433,7 +479,13 @@ class MemoryStore:
         self._let_go(row)
         row.job.error = job.error
         row.job.failed_at = job.failed_at or datetime.now(UTC)
+        row.job.ended = "failed"
         return True
+
+
+# The ends each list shows: a failed job of a store before cancels has no end kept.
+_FAILED: tuple[str | None, ...] = (None, "failed")
+_CANCELLED: tuple[str | None, ...] = ("cancelled", "expired")
 
 
 def _holds(row: _Row, now: datetime) -> bool:

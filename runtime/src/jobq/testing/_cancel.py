@@ -1,0 +1,243 @@
+"""The promises of a CancelStore: a waiting job cancelled, a running one asked, ended ones gone."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from jobq.job import Job
+from jobq.store import CancelStore, StatsStore, Store
+from jobq.testing._support import FAR, at, at_once, brief, claimed_now, job, keyed_store
+
+__all__ = ["CancelStorePromises"]
+
+
+def _cancel_store(store: Store) -> CancelStore:
+    if not isinstance(store, CancelStore):
+        pytest.skip("the store is not a CancelStore")
+    return store
+
+
+def _failed(store: Store, pushed: Job, when: float = 0) -> Job:
+    store.push(pushed)
+    claimed = claimed_now(store, pushed, now=when)
+    claimed.error, claimed.failed_at = "refused", at(when)
+    assert store.fail(claimed)
+    return claimed
+
+
+class CancelStorePromises:
+    """Tests of CancelStore; a subclass provides a ``store`` fixture, fresh and empty."""
+
+    @brief
+    def test_a_cancelled_waiting_job_never_runs_and_is_listed_cancelled(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        kept = job(kind="report", payload='{"n":1}', carried={"request_id": "r-1"})
+        dropped = job(kind="mail", payload='{"user":7}', run_at=at(60))
+        store.push(kept)
+        store.push(dropped)
+        assert cancelling.cancel(dropped.id, at(10)) == "cancelled", "a job due later ends at once"
+        claimed = store.claim(FAR, FAR + timedelta(minutes=5))
+        assert claimed is not None
+        assert claimed.id == kept.id, "the other job runs"
+        assert store.claim(FAR, FAR + timedelta(minutes=5)) is None, "the cancelled job never does"
+        listed = cancelling.cancelled()
+        assert [(j.id, j.kind, j.payload, j.ended, j.failed_at) for j in listed] == [
+            (dropped.id, "mail", '{"user":7}', "cancelled", at(10))
+        ], "listed as cancelled, with when"
+        assert cancelling.failed() == [], "a cancelled job is not a failed one"
+
+    def test_a_retrying_job_and_one_whose_hold_ran_out_are_cancelled(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        retrying, lost = job(kind="retrying"), job(kind="lost", run_at=at(1))
+        store.push(retrying)
+        store.push(lost)
+        first = claimed_now(store, retrying)
+        first.run_at, first.error = at(100), "timed out"
+        assert store.retry(first)
+        stale = claimed_now(store, lost, now=1)  # its hold runs out at 301
+        assert cancelling.cancel(retrying.id, at(50)) == "cancelled", "waiting out its backoff"
+        assert cancelling.cancel(lost.id, at(400)) == "cancelled", "its claim is lost"
+        assert store.done(stale) is False, "the lost claim's late settle finds nothing"
+        assert store.claim(FAR, FAR + timedelta(minutes=5)) is None
+        listed = cancelling.cancelled()
+        assert [(j.id, j.failed_at, j.error) for j in listed] == [
+            (lost.id, at(400), None),
+            (retrying.id, at(50), "timed out"),
+        ], "the latest first, each with the error its last attempt left"
+
+    def test_a_running_jobs_cancel_is_asked_and_its_claim_settles_it(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        running, other = job(kind="running"), job(kind="other")
+        store.push(running)
+        store.push(other)
+        claimed = claimed_now(store, running)
+        claimed_other = claimed_now(store, other)
+        assert cancelling.asked([claimed.id, claimed_other.id]) == []
+        assert cancelling.cancel(running.id, at(10)) == "asked", "held at 10: asked, not ended"
+        assert cancelling.cancel(running.id, at(20)) == "asked", "asked again: still running"
+        assert cancelling.asked([claimed.id, claimed_other.id]) == [running.id]
+        assert cancelling.cancelled() == [], "not ended until its claim settles it"
+        assert store.done(claimed) is True, "its claim still holds it: the job ran to its end"
+        assert cancelling.asked([claimed.id]) == [], "an ended job is asked of no more"
+        assert cancelling.cancel(running.id, at(30)) is None, "a done job is not cancelled"
+
+    def test_a_claim_gives_back_a_cancel_asked_before_its_hold_ran_out(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        pushed = job()
+        store.push(pushed)
+        claimed_now(store, pushed)  # held until 300, then lost
+        assert cancelling.cancel(pushed.id, at(10)) == "asked"
+        again = store.claim(at(301), at(601))
+        assert again is not None
+        assert (again.id, again.cancel_asked) == (pushed.id, at(10)), "its queue ends it unrun"
+
+    def test_an_ended_or_unknown_job_is_not_cancelled(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        failed = _failed(store, job(kind="failed"))
+        assert cancelling.cancel(failed.id, at(10)) is None, "a failed job stays failed"
+        assert [j.id for j in cancelling.failed()] == [failed.id]
+        waiting = job()
+        store.push(waiting)
+        assert cancelling.cancel(waiting.id, at(10)) == "cancelled"
+        assert cancelling.cancel(waiting.id, at(20)) is None, "cancelled once, kept as then"
+        assert [j.failed_at for j in cancelling.cancelled()] == [at(10)]
+        for unknown in ("987654", "not-an-id", "99999999999999999999", ""):
+            assert cancelling.cancel(unknown, at(10)) is None, f"no job {unknown!r}"
+        assert cancelling.asked(["987654", "not-an-id", ""]) == []
+
+    def test_cancelling_a_waiting_unique_job_lets_its_key_go(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        unique = keyed_store(store)
+        first = job(kind="reindex", key="post-1")
+        assert unique.push_unique(first)
+        assert cancelling.cancel(first.id, at(0)) == "cancelled"
+        second = job(kind="reindex", key="post-1")
+        assert unique.push_unique(second) is True, "the next push of the key is a new job"
+        assert second.id != first.id
+        claimed = store.claim(FAR, FAR + timedelta(minutes=5))
+        assert claimed is not None
+        assert claimed.id == second.id
+
+    def test_run_again_runs_a_cancelled_job_afresh(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        pushed = job(priority=2)
+        store.push(pushed)
+        claimed_now(store, pushed)
+        cancelling.cancel(pushed.id, at(10))  # asked, then its hold runs out at 300
+        assert cancelling.cancel(pushed.id, at(400)) == "cancelled"
+        assert cancelling.run_again(pushed.id, at(500)) is True
+        assert cancelling.cancelled() == []
+        again = store.claim(at(500), at(800))
+        assert again is not None
+        assert (again.id, again.attempts, again.ended, again.cancel_asked, again.priority) == (
+            pushed.id,
+            1,
+            None,
+            None,
+            2,
+        ), "from its first attempt, its cancel forgotten"
+        assert store.done(again)
+
+    def test_discard_deletes_the_ended_jobs_it_is_given_and_no_other(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        failed = _failed(store, job(kind="failed"))
+        cancelled = job(kind="cancelled")
+        store.push(cancelled)
+        cancelling.cancel(cancelled.id, at(1))
+        waiting, running = job(kind="waiting", run_at=at(100)), job(kind="running")
+        store.push(waiting)
+        store.push(running)
+        claimed_now(store, running, now=2)
+        given = [failed.id, waiting.id, running.id, "987654", "not-an-id"]
+        assert cancelling.discard(given) == 1, "only the ended one of those"
+        assert cancelling.failed() == []
+        assert cancelling.discard([cancelled.id, cancelled.id]) == 1
+        assert cancelling.cancelled() == []
+        assert cancelling.cancel(waiting.id, at(3)) == "cancelled"
+        assert cancelling.discard([]) == 0
+        assert cancelling.discard() == 1, "every ended job: the one cancelled since"
+        claimed = store.claim(at(302), at(602))
+        assert claimed is not None
+        assert claimed.id == running.id, "a running job is left, to run again when its hold ends"
+
+    def test_discard_all_takes_failed_and_cancelled_jobs(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        for n in range(3):
+            _failed(store, job(kind=f"failed-{n}"), when=n)
+        for n in range(2):
+            pushed = job(kind=f"cancelled-{n}")
+            store.push(pushed)
+            cancelling.cancel(pushed.id, at(10))
+        store.push(job(kind="waiting"))
+        assert cancelling.discard() == 5
+        assert (cancelling.failed(), cancelling.cancelled()) == ([], [])
+        assert store.claim(FAR, FAR + timedelta(minutes=5)) is not None, "the waiting job is kept"
+
+    def test_stats_count_cancelled_jobs_apart_from_failed_ones(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        if not isinstance(store, StatsStore):
+            pytest.skip("the store is not a StatsStore")
+        _failed(store, job(kind="mail"))
+        for _ in range(2):
+            pushed = job(kind="mail")
+            store.push(pushed)
+            cancelling.cancel(pushed.id, at(1))
+        store.push(job(kind="mail"))
+        (counted,) = store.stats(at(5))
+        assert (counted.due, counted.failed, counted.cancelled) == (1, 1, 2)
+
+    def test_of_two_cancels_at_once_one_cancels(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        for _ in range(5):
+            pushed = job()
+            store.push(pushed)
+
+            def cancel(n: int, id: str = pushed.id) -> str | None:
+                return cancelling.cancel(id, at(1 + n))
+
+            said = at_once(2, cancel)
+            assert sorted(said, key=str) == [None, "cancelled"], "one cancels, one finds it ended"
+            assert len(cancelling.cancelled()) == 1
+            cancelling.discard()
+
+    def test_a_cancel_racing_a_claim_either_cancels_it_or_asks_the_claim(
+        self, store: Store
+    ) -> None:
+        cancelling = _cancel_store(store)
+        for n in range(5):
+            pushed = job()
+            store.push(pushed)
+
+            def race(i: int, id: str = pushed.id, now: float = 10 * n) -> object:
+                if i == 0:
+                    return store.claim(at(now), at(now + 300))
+                return cancelling.cancel(id, at(now))
+
+            claimed, said = at_once(2, race)
+            if said == "cancelled":
+                assert claimed is None, "a cancelled job is not claimed"
+            else:
+                assert said == "asked", "the claim came first: the cancel is its to act on"
+                assert isinstance(claimed, Job)
+                assert cancelling.asked([pushed.id]) == [pushed.id]
+                assert store.done(claimed)
+            cancelling.discard()
+            assert store.claim(FAR, FAR + timedelta(minutes=5)) is None
+
+    def test_a_cancel_racing_a_done_keeps_one_outcome(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        for n in range(5):
+            pushed = job()
+            store.push(pushed)
+            claimed = claimed_now(store, pushed, now=10 * n)
+
+            def race(i: int, claimed: Job = claimed, now: float = 10 * n + 1) -> object:
+                return store.done(claimed) if i == 0 else cancelling.cancel(claimed.id, at(now))
+
+            done, said = at_once(2, race)
+            assert done is True, "a cancel asks a running job; it does not end it"
+            assert said in ("asked", None), "asked before the done, or the job had ended"
+            assert cancelling.cancelled() == []
+            assert store.claim(FAR, FAR + timedelta(minutes=5)) is None, "done and gone"
