@@ -371,6 +371,14 @@ _CANCEL = """
     WHERE id = :id
     """
 
+# A claimed job ended as the queue says: fenced as _FAIL is, read by PRIMARY as it
+# is; its last error kept unless another is given.
+_END = """
+    UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, ended = :ended,
+        held_until = 0, error = coalesce(:error, error)
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+    """
+
 _ASKED = """
     SELECT id FROM jobs WHERE id IN :ids AND failed_at IS NULL AND cancel_asked IS NOT NULL
     """
@@ -478,6 +486,10 @@ class Jobs:
     def cancelled(self) -> list[Job]:
         found = self._db.run(lambda sql: sql.rows(_CANCELLED, {}), alone=True)
         return [rows.job(row) for row in found]
+
+    def end(self, job: Job) -> bool:
+        params = rows.ended(job)
+        return self._db.run(lambda sql: sql.count(_END, params), alone=True) > 0
 
     def asked(self, ids: Sequence[str]) -> list[str]:
         given = rows.ids(ids)

@@ -491,10 +491,13 @@ _RUN_AGAIN = """
     WHERE id = :id AND failed_at IS NOT NULL
     """
 
-# A job a claim holds at :now is asked to stop (its first ask kept); any other that
-# has not ended ends, its key let go. One UPDATE: of a claim at once, which locks
-# the row, it waits for the commit and reads the row the claim left.
-_CANCEL = """
+# A job a claim holds at :now is asked to stop (its first ask kept), with a NOTIFY
+# of an empty payload, which has every queue ask at once which of its jobs were
+# cancelled; any other that has not ended ends, its key let go. One UPDATE: of a
+# claim at once, which locks the row, it waits for the commit and reads the row
+# the claim left.
+_CANCEL = f"""
+    WITH cancelled AS (
     UPDATE jobs SET
         ended = CASE WHEN held_until > :now THEN NULL ELSE 'cancelled' END,
         failed_at = CASE WHEN held_until > :now THEN NULL ELSE :now END,
@@ -504,6 +507,19 @@ _CANCEL = """
         held_until = CASE WHEN held_until > :now THEN held_until ELSE 0 END
     WHERE id = :id AND failed_at IS NULL
     RETURNING ended
+    )
+    SELECT ended, told FROM cancelled
+    LEFT JOIN LATERAL (
+        SELECT pg_notify('{_CHANNEL}', '') AS told WHERE cancelled.ended IS NULL
+    ) AS notified ON true
+    """
+
+# A claimed job ended as the queue says: fenced as _FAIL is; its last error kept
+# unless another is given.
+_END = """
+    UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
+        error = coalesce(CAST(:error AS text), error)
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
 _ASKED = f"""
@@ -605,6 +621,10 @@ class Jobs:
     def cancelled(self) -> list[Job]:
         return [rows.job(row) for row in self._db.run(lambda sql: sql.rows(_CANCELLED, {}))]
 
+    def end(self, job: Job) -> bool:
+        params = rows.ended(job)
+        return self._db.run(lambda sql: sql.count(_END, params)) > 0
+
     def asked(self, ids: Sequence[str]) -> list[str]:
         params = {"ids": rows.ids(ids)}
         return [str(id) for (id,) in self._db.run(lambda sql: sql.rows(_ASKED, params))]
@@ -686,10 +706,13 @@ class Jobs:
 
     # NotifyStore
 
-    def listen(self, wake: Callable[[], None]) -> Callable[[], None]:
-        """Call ``wake`` from a thread soon after each push commits, anywhere (the kit's
-        ``Database.listen``: its own connection, made again when lost)."""
-        return self._db.listen(_CHANNEL, wake)
+    def listen(
+        self, wake: Callable[[], None], asked: Callable[[], None] | None = None
+    ) -> Callable[[], None]:
+        """Call ``wake`` from a thread soon after each push commits, anywhere, and ``asked``
+        after each cancel of a running job (the kit's ``Database.listen``: its own
+        connection, made again when lost)."""
+        return self._db.listen(_CHANNEL, wake, asked)
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
         """Delete the jobs that failed for good before ``before``; say how many. And the

@@ -392,6 +392,14 @@ _CANCEL = """
     RETURNING ended
     """
 
+# A claimed job ended as the queue says: fenced as _FAIL is; its last error kept
+# unless another is given.
+_END = """
+    UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
+        error = coalesce(:error, error)
+    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+    """
+
 _ASKED = """
     SELECT id FROM jobs
     WHERE id IN (SELECT value FROM json_each(:ids))
@@ -493,6 +501,10 @@ class Jobs:
 
     def cancelled(self) -> list[Job]:
         return [rows.job(row) for row in self._db.read(lambda sql: sql.rows(_CANCELLED, {}))]
+
+    def end(self, job: Job) -> bool:
+        params = rows.ended(job)
+        return self._db.write(lambda sql: sql.count(_END, params) > 0)
 
     def asked(self, ids: Sequence[str]) -> list[str]:
         params = {"ids": json.dumps(rows.ids(ids))}

@@ -609,6 +609,35 @@ def test_a_settle_of_a_limited_kind_wakes_the_queues_and_one_with_no_limit_does_
 
 
 @pytest.mark.own_database  # it reads pg_stat_activity
+def test_a_cancel_of_a_running_job_tells_every_listening_queue_to_ask_at_once(
+    pg_engine: sa.Engine,
+) -> None:
+    own = postgres.make_engine(pg_engine.url.render_as_string(hide_password=False))
+    woken, asked = threading.Event(), threading.Event()
+    stop = postgres.Jobs(own).listen(woken.set, asked.set)
+    try:
+        _wait_for(lambda: _listeners(pg_engine) == 1)
+        assert woken.wait(WAKE), "woken once as it connects"
+        assert asked.wait(WAKE), "and told to ask"
+        jobs = postgres.Jobs(pg_engine)
+        running, waiting = _job("mail"), _job("mail", run_at=T0 + timedelta(hours=1))
+        jobs.push(running)
+        jobs.push(waiting)
+        assert jobs.claim(T0, HOLD) is not None
+        woken.wait(WAKE)
+        woken.clear()
+        asked.clear()
+        assert jobs.cancel(waiting.id, T0) == "cancelled"
+        assert not asked.wait(0.3), "a waiting job's cancel concerns no queue"
+        assert jobs.cancel(running.id, T0) == "asked"
+        assert asked.wait(WAKE), "only the NOTIFY calls it: no queue polls here"
+        assert not woken.is_set(), "a cancel is no push: no claim for it"
+    finally:
+        stop()
+        own.dispose()
+
+
+@pytest.mark.own_database  # it reads pg_stat_activity
 def test_a_listener_whose_connection_is_ended_connects_again_and_wakes_again(
     listening: threading.Event, pg_engine: sa.Engine, caplog: pytest.LogCaptureFixture
 ) -> None:

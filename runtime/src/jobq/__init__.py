@@ -6,7 +6,7 @@ The public API is what this module lists in ``__all__``; everything else is priv
 from __future__ import annotations
 
 from jobq.carry import Carrier
-from jobq.current import current_job
+from jobq.current import cancelled, current_job
 from jobq.errors import (
     BadSchedule,
     CarryTooLarge,
@@ -85,6 +85,7 @@ __all__ = [
     "StoreUnavailable",
     "UniqueStore",
     "ValueDoesNotFit",
+    "cancelled",
     "current_job",
     "default_backoff",
 ]

@@ -21,7 +21,6 @@ import pydantic
 
 from jobq.carry import restore
 from jobq.current import copy_job, current
-from jobq.deadline import Deadline
 from jobq.errors import Permanent, ValueDoesNotFit
 from jobq.job import Job, Outcome
 from jobq.kind import Kind
@@ -64,6 +63,7 @@ class Attempts:
         self._calls = run.calls
         self._pushed = run.wakeup.pushed
         self._finish = self.outcomes.finish
+        self._asked = run.asked
         self._async: dict[Kind[Any], bool] = {}  # whether its handler is an async def
 
     async def work(self, job: Job, give: Callable[[], None], claimed: datetime) -> bool:
@@ -95,8 +95,14 @@ class Attempts:
                 restore(self._queue.carry, job.carried, kind=job.kind, job=job.id)
             options = kind.options
             attempt = Attempt(job, kind, claimed, job.run_at)
-            if options.rate is not None and not await self._rate_allows(attempt):
-                return False
+            asked = self._asked
+            if job.cancel_asked is not None or (asked and job.id in asked):
+                return self._cancelled_unrun(attempt)  # asked before it started: never runs
+            if options.rate is not None:
+                if not await self._rate_allows(attempt):
+                    return False
+                if asked and job.id in asked:
+                    return self._cancelled_unrun(attempt)
             try:
                 attempt.value = kind.codec.decode(job.payload)
             except pydantic.ValidationError as e:
@@ -132,6 +138,8 @@ class Attempts:
                     if task.cancelling():
                         raise  # the run's own cancel, not the deadline's
                     attempt.error = _RaisedCancel()  # raised by the handler: its failure
+                elif ends.asked:
+                    attempt.cancelled = True  # its cancel: settled so, however it ended
                 elif ends.cut:
                     cut = True  # the stop's grace ran out: it goes back
                 else:
@@ -143,7 +151,9 @@ class Attempts:
             finally:
                 ends.end()
             attempt.ended = time.monotonic()
-            if cut:
+            if asked and job.id in asked:
+                attempt.cancelled = True  # it reached the run as the handler ran
+            elif cut:
                 await self.putback.stopped(attempt)
                 return True
             give()
@@ -155,6 +165,15 @@ class Attempts:
             give()
             self._held.pop(job.id)
             self._running.discard(task)
+            if self._asked:
+                self._asked.discard(job.id)
+
+    def _cancelled_unrun(self, attempt: Attempt) -> bool:
+        """End a job cancelled before its handler started; it did not run."""
+        attempt.cancelled = True
+        attempt.started = attempt.ended = time.monotonic()
+        self._finish(attempt)
+        return False
 
     async def _in_thread(self, attempt: Attempt, give: Callable[[], None]) -> bool:
         """Call a plain function's handler in a thread, within the kind's timeout.
@@ -175,6 +194,8 @@ class Attempts:
             attempt.error = e
         if not attempt.ended:
             attempt.ended = time.monotonic()
+        if self._asked and job.id in self._asked:
+            attempt.cancelled = True  # it asked jobq.cancelled(), or ran on to its end
         give()
         self._finish(attempt)
         return True
@@ -215,7 +236,10 @@ class Attempts:
         attempt.started = time.monotonic()
         started = loop.time()
         thread = self._handler_threads.call(context, kind.handler, attempt.value)
-        ends = self._deadline(started, timeout)
+        task = asyncio.current_task()
+        assert task is not None
+        # Not stoppable: a cancel cannot stop a thread; jobq.cancelled() tells the handler.
+        ends = self._deadlines.start(task, started, timeout, stoppable=False)
         try:
             # Shielded: the thread's future outlives a cut, for _outlive to wait on.
             result = await asyncio.shield(thread)
@@ -246,12 +270,6 @@ class Attempts:
             ends.end()
         if inspect.isawaitable(result):
             await result  # a plain def that returned a coroutine: run it here
-
-    def _deadline(self, started: float, timeout: float) -> Deadline:
-        """The calling task's deadline, ``timeout`` after ``started``, where a stop can cut it."""
-        task = asyncio.current_task()
-        assert task is not None
-        return self._deadlines.start(task, started, timeout)
 
     async def _rate_allows(self, attempt: Attempt) -> bool:
         """Ask the kind's limiter; a job it refuses goes back as it was, its kind held back.

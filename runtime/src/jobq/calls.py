@@ -29,6 +29,7 @@ from jobq.job import Claimant, Job
 from jobq.log import say, say_job
 from jobq.store import (
     BatchStore,
+    CancelStore,
     GiveBackStore,
     HoldBackStore,
     RenewStore,
@@ -172,6 +173,10 @@ class StoreCalls:
     def snooze(self, job: Job, until: datetime) -> asyncio.Future[bool]:
         assert isinstance(self.store, SnoozeStore)  # checked by the caller
         return self._batched(_logged(self.store.snooze, "snooze"), job, until)
+
+    def end(self, job: Job) -> asyncio.Future[bool]:
+        assert isinstance(self.store, CancelStore)  # checked by the caller
+        return self._batched(_logged(self.store.end, "end"), job)
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> asyncio.Future[list[str]]:
         assert isinstance(self.store, RenewStore)

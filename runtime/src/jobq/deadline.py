@@ -20,15 +20,30 @@ __all__ = ["Deadline", "Deadlines"]
 class Deadline:
     """When a handler's task is cancelled, unless it ends first."""
 
-    __slots__ = ("_cancelling", "_ended", "_line", "_ours", "cut", "fired", "task", "when")
+    __slots__ = (
+        "_cancelling",
+        "_ended",
+        "_line",
+        "_ours",
+        "asked",
+        "cut",
+        "fired",
+        "stoppable",
+        "task",
+        "when",
+    )
 
-    def __init__(self, task: asyncio.Task[object], when: float, line: _Line) -> None:
+    def __init__(
+        self, task: asyncio.Task[object], when: float, line: _Line, *, stoppable: bool = True
+    ) -> None:
         self.task = task
         self.when = when  # on the loop's clock
         self._line = line
         self._cancelling = task.cancelling()
         self._ended = self._ours = self.fired = False
         self.cut = False  # the stop cut it short, past the grace: not a timeout
+        self.asked = False  # the job's cancel was asked: not a timeout either
+        self.stoppable = stoppable  # a cancel may cancel its task (not a thread's)
 
     def end(self) -> bool:
         """Stop it; whether it fired, the task's cancel its alone. Once, however often called.
@@ -97,22 +112,37 @@ class Deadlines:
         self._loop = loop
         self._lines: dict[float, _Line] = {}
 
-    def start(self, task: asyncio.Task[object], started: float, timeout: float) -> Deadline:
+    def start(
+        self, task: asyncio.Task[object], started: float, timeout: float, *, stoppable: bool = True
+    ) -> Deadline:
         """``task``'s deadline, ``timeout`` seconds after ``started`` (on the loop's clock).
 
         ``started`` is the loop's time as the caller read it just now: the
         deadlines of one timeout then come in the order they started.
+        ``stoppable``: a cancel of its job cancels the task (False where the
+        task waits on a thread, which a cancel cannot stop).
         """
         line = self._lines.get(timeout)
         if line is None:
             line = self._lines[timeout] = _Line(self._loop)
-        deadline = Deadline(task, started + timeout, line)
+        deadline = Deadline(task, started + timeout, line, stoppable=stoppable)
         line.add(deadline)
         return deadline
 
     def __len__(self) -> int:
         """How many deadlines it keeps, ended ones among them: about as many as are running."""
         return sum(len(line.waiting) for line in self._lines.values())
+
+    def ask(self, task: asyncio.Task[object]) -> None:
+        """The job that ``task`` runs was cancelled: fire its deadline, marked asked, where its
+        task can be stopped. A search of the deadlines running: a cancel is rare."""
+        for line in self._lines.values():
+            for deadline in line.waiting:
+                if deadline.task is task and not (deadline._ended or deadline.fired):
+                    if deadline.stoppable:
+                        deadline.asked = True
+                        deadline.fire()
+                    return
 
     def cut_all(self) -> None:
         """The stop's grace ran out: fire each deadline not yet ended or fired, marked cut."""

@@ -66,6 +66,7 @@ class Outcome(enum.Enum):
     FAILED = "failed"  # for good: its last attempt, a Permanent error, or a value that did not fit
     HELD_BACK = "held back"  # a rate held it back before it started: not an attempt
     SNOOZED = "snoozed"  # its handler raised Snooze: due again after the wait, its attempt back
+    CANCELLED = "cancelled"  # cancelled as it ran, or claimed with its cancel asked: not retried
 
     def __str__(self) -> str:
         return self.value

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobq.attempt import Attempts
 from jobq.buffer import LONGEST, Buffer
+from jobq.current import asked
 from jobq.errors import StoreError
 from jobq.job import Job
 from jobq.kind import Kind
@@ -126,10 +127,16 @@ class Loop:
         else:
             loop.call_soon_threadsafe(self._task.cancel)
 
+    def check_cancels(self) -> None:
+        """Ask the store now which running jobs were cancelled. Safe from any thread."""
+        self._run.held.check()
+
     async def run(self) -> None:
         run, side = self._run, self._side
         slots, buffer = self._slots, self._buffer
         held, hold = run.held, run.hold
+        # In the context every job's task copies: jobq.cancelled() reads the run's cancels.
+        asked.set(run.asked)
         side_tasks = side.schedules(self._schedules)
         held.start()
         stop_listening = await side.listen()
@@ -254,6 +261,7 @@ async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
     attempts = Attempts(run)
     ran = 0
     run.held.start()  # a drain renews the jobs it runs, as a run does
+    cancels = asked.set(run.asked)  # in the caller's context, which each job's task copies
     try:
         while True:
             now, jobs = await run.calls.claim_held(run.hold, 1, run.claimant)
@@ -266,6 +274,7 @@ async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
             ran += await task
             await attempts.outcomes.kept_all()
     finally:
+        asked.reset(cancels)
         run.held.stop()
         run.handler_threads.shutdown()
 

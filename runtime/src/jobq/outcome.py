@@ -45,6 +45,7 @@ class Attempt:
     due: datetime  # the job's run_at as it was claimed (a retry moves it)
     value: Any = None
     error: BaseException | None = None  # None: it ran to its end
+    cancelled: bool = False  # its cancel reached the run before its handler ended
     started: float = 0.0  # the loop's clock as the handler started, and as it ended
     ended: float = 0.0
 
@@ -73,6 +74,9 @@ class Outcomes:
         # take it for one another claim has.
         self._held.pop(job.id)
         how: Settle
+        if attempt.cancelled:
+            self._end(attempt, "cancelled")
+            return
         if error is None:
             if self._queue.observe is None and not (job.at_once or job.one_at_a_time):
                 self._calls.settle_then("done", job, _nothing_kept)  # nothing to do once kept
@@ -129,6 +133,24 @@ class Outcomes:
                 task.add_done_callback(self._on_fails.discard)
                 return
         self.observe(told)
+
+    def _end(self, attempt: Attempt, how: str) -> None:
+        """Keep the job as ended ``how``: not retried, no on_fail; its last error kept."""
+        job = attempt.job
+        attempt.error = None
+        job.ended, job.failed_at, job.error = how, datetime.now(UTC), None
+        context = contextvars.copy_context()
+        kept = self._calls.end(job)
+        kept.add_done_callback(lambda done: context.run(self._ended, attempt, _failure(done)))
+
+    def _ended(self, attempt: Attempt, failed: BaseException | None) -> None:
+        if failed is not None:
+            return  # logged as it failed; the hold runs out, and a claim ends it unrun
+        job = attempt.job
+        if job.at_once or job.one_at_a_time:
+            self._wake()
+        say_job(job, logging.INFO, "a job was cancelled", attempt=job.attempts)
+        self.observe(ran(attempt, Outcome.CANCELLED))
 
     def _snooze(self, attempt: Attempt, snooze: Snooze) -> None:
         """Put the job back, due after the snooze's wait, its attempt given back where the

@@ -213,12 +213,18 @@ class Queue:
         ``on_fail`` is not called. A cancel that races the job's end leaves the
         outcome the store kept first: a job that ended first says False.
         """
-        return self._cancelling().cancel(id, datetime.now(UTC)) is not None
+        return self._cancelled(self._cancelling().cancel(id, datetime.now(UTC)))
 
     async def acancel(self, id: str) -> bool:
         """``cancel(id)`` from async code: the store's call runs in a thread."""
         store = self._cancelling()
-        return await self._calls.call(store.cancel, id, datetime.now(UTC)) is not None
+        return self._cancelled(await self._calls.call(store.cancel, id, datetime.now(UTC)))
+
+    def _cancelled(self, said: str | None) -> bool:
+        running = self._running
+        if said == "asked" and running is not None:
+            running.check_cancels()  # this instance may run it: look now, not at the next check
+        return said is not None
 
     def _cancelling(self) -> CancelStore:
         if not isinstance(self.store, CancelStore):

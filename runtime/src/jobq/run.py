@@ -84,12 +84,29 @@ class Run:
         self.wakeup = Wakeup(self.loop)
         self.calls = StoreCalls(self.store, store_threads)
         self.handler_threads = HandlerThreads(workers, handlers)
-        # Claimed and not yet settled: renewed while they run, by a thread of its own.
-        self.held = Holds(self.store, self.hold)
+        # The jobs whose cancel reached the run while it held them (jobq.cancelled() reads it).
+        self.asked: set[str] = set()
+        # Claimed and not yet settled: renewed while they run, by a thread of its own,
+        # which also asks the store which of them were cancelled.
+        self.held = Holds(self.store, self.hold, self._asked_found)
         # The timeouts of the handlers running now: a stop past the grace cuts them short,
         # so only a handler is ever interrupted, never the keeping of its outcome.
         self.deadlines = Deadlines(self.loop)
         self.running: set[asyncio.Task[bool]] = set()  # each job's task, until it ends
+
+    def _asked_found(self, ids: list[str]) -> None:
+        """From the holds' thread: these jobs were cancelled; stop them on the loop."""
+        self.loop.call_soon_threadsafe(self.cancel, ids)
+
+    def cancel(self, ids: list[str]) -> None:
+        """Stop the jobs ``ids``, their cancel asked: an ``async def`` handler's task is
+        cancelled, a plain function sees ``jobq.cancelled()``, and a job not yet started
+        (buffered) ends unrun as it starts; each is settled as cancelled."""
+        self.asked.update(ids)
+        names = {f"jobq job {id}" for id in ids}  # a cancel is rare: a search of the running
+        for task in self.running:
+            if task.get_name() in names:
+                self.deadlines.ask(task)
 
     def renew_for(self, job: Job) -> float:
         """How long a claimed job's hold is renewed: its kind's timeout, then the stop's grace.

@@ -18,7 +18,7 @@ from jobq.errors import StoreError
 from jobq.job import Job
 from jobq.log import say
 from jobq.run import Run
-from jobq.store import NotifyStore
+from jobq.store import CancelStore, NotifyStore
 
 if TYPE_CHECKING:
     from jobq.schedule import Schedule
@@ -49,8 +49,10 @@ class SideTasks:
         store = self._run.store
         if not isinstance(store, NotifyStore):
             return None
+        # A CancelStore's NOTIFY of a cancel has the queue ask at once which jobs it was.
+        told = (self._run.held.check,) if isinstance(store, CancelStore) else ()
         try:
-            return await self._run.calls.call(store.listen, self._run.wakeup.wake)
+            return await self._run.calls.call(store.listen, self._run.wakeup.wake, *told)
         except Exception as e:
             say(logging.WARNING, "the store cannot listen for pushes; polling instead", err=e)
             return None

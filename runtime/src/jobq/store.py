@@ -137,6 +137,18 @@ class CancelStore(FailedStore, Protocol):
         """
         ...
 
+    def end(self, job: Job) -> bool:
+        """Keep a claimed job as ended ``job.ended`` ("cancelled" or "expired") at
+        ``job.failed_at``; say whether it did.
+
+        As ``fail`` does, but for the end it names, and keeping the job's error
+        as its last attempt left it when ``job.error`` is None. Fenced as
+        ``done`` is: a job a later claim has taken since is left alone, and it
+        says False. The queue ends so a job whose cancel was asked as it ran,
+        or was claimed with ``cancel_asked`` set or past its ``expires_at``.
+        """
+        ...
+
     def asked(self, ids: Sequence[str]) -> list[str]:
         """Of ``ids``, the jobs whose cancel was asked and that have not ended, in any order.
 
@@ -362,12 +374,17 @@ class CarryStore(Store, Protocol):
 class NotifyStore(Store, Protocol):
     """A Store that tells a running queue at once of a push from any instance."""
 
-    def listen(self, wake: Callable[[], None]) -> Callable[[], None]:
+    def listen(
+        self, wake: Callable[[], None], asked: Callable[[], None] | None = None
+    ) -> Callable[[], None]:
         """Call ``wake`` (from a thread of the store's) soon after each push commits.
 
         On any instance, through any connection, in the app's transaction too.
         Returns a function that stops listening. A lost connection is made
         again by the store; meanwhile the queue's poll finds what was pushed.
+        A store that is a CancelStore too is given ``asked``, to call soon after
+        a cancel of a running job (``cancel`` said "asked") commits, anywhere;
+        the queue then asks at once which of its jobs were cancelled.
         """
         ...
 

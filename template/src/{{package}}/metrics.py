@@ -2,7 +2,8 @@
 
 From the queue's ``observe`` (each instance counts its own runs):
 
-- ``jobq_runs_total{kind, outcome}``: runs, by outcome (done, retried, failed, held back).
+- ``jobq_runs_total{kind, outcome}``: runs, by outcome (done, retried, failed, held back,
+  snoozed, cancelled).
 - ``jobq_run_seconds{kind}``: how long handlers ran (a histogram).
 - ``jobq_wait_seconds{kind}``: how long jobs waited past their time before a
   worker took them (a histogram): a queue that falls behind shows here first.
@@ -11,7 +12,7 @@ Read from the store at each scrape, when it counts its jobs (``jobq.StatsStore``
 the same on every instance:
 
 - ``jobq_jobs{kind, state}``: jobs due, later (waiting for their time),
-  running (held by a worker) and failed (for good).
+  running (held by a worker), failed (for good) and cancelled (or expired).
 - ``jobq_oldest_due_seconds{kind}``: how long the oldest due job has waited.
 
 Each app has a registry of its own (not prometheus_client's global one), so
@@ -52,7 +53,8 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.runs = Counter(
             "jobq_runs",
-            "Runs of jobs on this instance, by kind and outcome: done, retried, failed, held back.",
+            "Runs of jobs on this instance, by kind and outcome: done, retried, failed, "
+            "held back, snoozed, cancelled.",
             ["kind", "outcome"],
             registry=self.registry,
         )
@@ -121,7 +123,7 @@ class _StoreStats(Collector):
         jobs = GaugeMetricFamily(
             "jobq_jobs",
             "Jobs the store keeps, by kind and state: due, later (waiting for their time), "
-            "running (held by a worker), failed (for good).",
+            "running (held by a worker), failed (for good), cancelled (or expired).",
             labels=["kind", "state"],
         )
         oldest = GaugeMetricFamily(
@@ -130,7 +132,7 @@ class _StoreStats(Collector):
             labels=["kind"],
         )
         for kind in stats:
-            for state in ("due", "later", "running", "failed"):
+            for state in ("due", "later", "running", "failed", "cancelled"):
                 jobs.add_metric([kind.kind, state], getattr(kind, state))
             lag = 0.0 if kind.oldest_due is None else (now - kind.oldest_due).total_seconds()
             oldest.add_metric([kind.kind], max(lag, 0.0))

@@ -193,16 +193,23 @@ class Database:
         with _translated():
             return self.connection.begin_nested()
 
-    def listen(self, channel: str, wake: Callable[[], None]) -> Callable[[], None]:
-        """Call ``wake`` from a thread of the kit's soon after each NOTIFY on ``channel``.
+    def listen(
+        self,
+        channel: str,
+        wake: Callable[[], None],
+        asked: Callable[[], None] | None = None,
+    ) -> Callable[[], None]:
+        """Call ``wake`` from a thread of the kit's soon after each NOTIFY on ``channel``;
+        ``asked`` instead for one whose payload is empty (a cancel's: a push's names its kind).
 
         The thread has a connection of its own, outside the engine's pool, that
         LISTENs; a burst of notifies read together wakes once. A lost connection
         is made again, after a wait that grows to 5 s, with one warning per
-        attempt that failed; after each new connection ``wake`` is called once,
-        for the notifies it may have missed. The function returned stops the thread.
+        attempt that failed; after each new connection ``wake`` (and ``asked``)
+        is called once, for the notifies it may have missed. The function
+        returned stops the thread.
         """
-        listener = _Listener(self.engine.url.set(drivername="postgresql"), channel, wake)
+        listener = _Listener(self.engine.url.set(drivername="postgresql"), channel, wake, asked)
         listener.start()
         return listener.stop
 
@@ -390,10 +397,17 @@ class _Listener:
 
     _BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)  # seconds between attempts to connect again
 
-    def __init__(self, url: Any, channel: str, wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        url: Any,
+        channel: str,
+        wake: Callable[[], None],
+        asked: Callable[[], None] | None = None,
+    ) -> None:
         self._conninfo = url.render_as_string(hide_password=False)
         self._channel = channel
         self._wake = wake
+        self._asked = asked
         self._stopping = threading.Event()
         self._read, self._write = os.pipe()
         self._thread = threading.Thread(target=self._listen, name="jobq-listen", daemon=True)
@@ -419,7 +433,9 @@ class _Listener:
                     if failures:
                         _log.info("the listener for pushes is connected again")
                     failures = 0
-                    self._call_wake()  # for what was pushed while there was no connection
+                    self._call(self._wake)  # for what was pushed while there was no connection
+                    if self._asked is not None:
+                        self._call(self._asked)
                     self._wait_for_notifies(conn)
             except psycopg.Error as error:
                 if self._stopping.is_set():
@@ -447,17 +463,24 @@ class _Listener:
             pgconn.consume_input()  # raises once the server has gone
             if pgconn.status != psycopg.pq.ConnStatus.OK:
                 raise psycopg.OperationalError("the connection to the server was closed")
-            woken = False
-            while pgconn.notifies() is not None:
-                woken = True  # a burst read together wakes the queue once
+            woken = asked = False
+            while (notify := pgconn.notifies()) is not None:
+                # A burst read together wakes the queue once. An empty payload is a
+                # cancel's: the queue asks which of its jobs were cancelled.
+                if notify.extra or self._asked is None:
+                    woken = True
+                else:
+                    asked = True
             if woken:
-                self._call_wake()
+                self._call(self._wake)
+            if asked and self._asked is not None:
+                self._call(self._asked)
 
-    def _call_wake(self) -> None:
+    def _call(self, told: Callable[[], None]) -> None:
         try:
-            self._wake()
+            told()
         except Exception:
-            _log.exception("waking the queue after a push failed")
+            _log.exception("telling the queue of a NOTIFY failed")
 
     def _sleep(self, seconds: float) -> bool:
         """Wait ``seconds`` or until stopped; say whether stopped."""

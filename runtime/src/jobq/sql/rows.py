@@ -36,6 +36,7 @@ __all__ = [
     "at",
     "claimant",
     "clause",
+    "ended",
     "fence",
     "ids",
     "insert",
@@ -146,6 +147,18 @@ def ids(given: Iterable[str]) -> list[int]:
 def fence(job: Job) -> dict[str, Any]:
     """The parameters that pick a claimed job while its claim still has it: id and attempts."""
     return {"id": int(job.id), "attempts": job.attempts}
+
+
+def ended(job: Job) -> dict[str, Any]:
+    """The parameters of ``CancelStore.end``'s statement: the job's ``fence``, ``ended``
+    (how it ended), ``failed_at`` (when: now, unless the job says), and ``error`` (None
+    keeps the one its last attempt left)."""
+    return {
+        **fence(job),
+        "ended": job.ended,
+        "failed_at": ms(job.failed_at or datetime.now(UTC)),
+        "error": job.error,
+    }
 
 
 def put_back(job: Job, snoozed_until: datetime | None = None) -> dict[str, Any]:

@@ -241,3 +241,41 @@ class CancelStorePromises:
             assert said in ("asked", None), "asked before the done, or the job had ended"
             assert cancelling.cancelled() == []
             assert store.claim(FAR, FAR + timedelta(minutes=5)) is None, "done and gone"
+
+    def test_end_keeps_a_claimed_job_cancelled_or_expired_with_its_last_error(
+        self, store: Store
+    ) -> None:
+        cancelling = _cancel_store(store)
+        cancelled, expired = job(kind="cancelled"), job(kind="expired", run_at=at(1))
+        store.push(cancelled)
+        store.push(expired)
+        first = claimed_now(store, cancelled)
+        first.run_at, first.error = at(2), "timed out"
+        assert store.retry(first)
+        ending = claimed_now(store, expired, now=1)
+        ending.ended, ending.failed_at = "expired", at(1)
+        assert cancelling.end(ending) is True
+        again = claimed_now(store, cancelled, now=2)
+        again.ended, again.failed_at, again.error = "cancelled", at(3), None
+        assert cancelling.end(again) is True
+        listed = cancelling.cancelled()
+        assert [(j.id, j.ended, j.failed_at, j.error, j.attempts) for j in listed] == [
+            (cancelled.id, "cancelled", at(3), "timed out", 2),
+            (expired.id, "expired", at(1), None, 1),
+        ], "each with its end and when, and the error its last attempt left"
+        assert cancelling.failed() == []
+        assert store.claim(FAR, FAR + timedelta(minutes=5)) is None, "an ended job never runs"
+
+    def test_a_late_end_leaves_a_reclaimed_or_settled_job_alone(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        pushed = job()
+        store.push(pushed)
+        late = claimed_now(store, pushed)
+        current = store.claim(at(301), at(601))
+        assert current is not None
+        late.ended, late.failed_at = "cancelled", at(302)
+        assert cancelling.end(late) is False, "a later claim has it"
+        assert store.done(current)
+        current.ended, current.failed_at = "cancelled", at(303)
+        assert cancelling.end(current) is False, "done and gone"
+        assert cancelling.cancelled() == []

@@ -22,6 +22,7 @@ _EXTRAS = (
     "cancelled",
     "claim_many",
     "discard",
+    "end",
     "failed",
     "give_back",
     "hold_back",

@@ -164,6 +164,17 @@ class MemoryStore:
     def cancelled(self) -> list[Job]:
         return self._ended(_CANCELLED)
 
+    def end(self, job: Job) -> bool:
+        with self._lock:
+            row = self._claimed(job)
+            if row is None:
+                return False
+            self._let_go(row)
+            kept = row.job
+            kept.ended, kept.failed_at = job.ended, job.failed_at or datetime.now(UTC)
+            kept.error = kept.error if job.error is None else job.error
+            return True
+
     def asked(self, ids: Sequence[str]) -> list[str]:
         with self._lock:
             rows = [self._rows.get(id) for id in ids]
