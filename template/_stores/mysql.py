@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the migrations (0001_jobs to 0004_jobs) make: tests compare the two.
+# What the migrations (0001_jobs to 0005_jobs) make: tests compare the two.
 # utf8mb4_bin: kinds and schedule names compare as written, not case- or
 # accent-blind. Keys are SHA-256 hex: ASCII, compared byte for byte.
 SCHEMA = (
@@ -58,7 +58,8 @@ SCHEMA = (
         INDEX jobs_due (failed_at, priority DESC, run_at, id),
         UNIQUE INDEX jobs_unique (kind, unique_key),
         INDEX jobs_alone (kind, alone_key),
-        INDEX jobs_held (held_until, kind, alone_key)
+        INDEX jobs_held (held_until, kind, alone_key),
+        INDEX jobs_expires (expires_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
     """
@@ -379,6 +380,23 @@ _END = """
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
+# The jobs that waited past their expires_at, before any attempt began, end
+# "expired" then, their keys let go. Found first by jobs_expires (0005_jobs), a read
+# that locks nothing; then written by PRIMARY, in ID order, as claims lock rows, and
+# only while each still waits unstarted.
+_EXPIRED = """
+    SELECT id FROM jobs FORCE INDEX (jobs_expires)
+    WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
+      AND attempts = 0 AND snoozes = 0
+    ORDER BY id LIMIT 1000
+    """
+_EXPIRE = """
+    UPDATE jobs FORCE INDEX (PRIMARY)
+    SET ended = 'expired', failed_at = expires_at, unique_key = NULL, held_until = 0
+    WHERE id IN :ids AND expires_at <= :now AND failed_at IS NULL AND held_until <= :now
+      AND attempts = 0 AND snoozes = 0
+    """
+
 _ASKED = """
     SELECT id FROM jobs WHERE id IN :ids AND failed_at IS NULL AND cancel_asked IS NOT NULL
     """
@@ -490,6 +508,14 @@ class Jobs:
     def end(self, job: Job) -> bool:
         params = rows.ended(job)
         return self._db.run(lambda sql: sql.count(_END, params), alone=True) > 0
+
+    def expire(self, now: datetime) -> int:
+        params: dict[str, object] = {"now": rows.ms(now)}
+        found = self._db.run(lambda sql: sql.rows(_EXPIRED, params), alone=True)
+        if not found:
+            return 0
+        params["ids"] = tuple(id for (id,) in found)
+        return self._db.run(lambda sql: sql.count(_EXPIRE, params), alone=True)
 
     def asked(self, ids: Sequence[str]) -> list[str]:
         given = rows.ids(ids)

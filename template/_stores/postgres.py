@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the migrations (0001_jobs to 0004_jobs) make: tests compare the two.
+# What the migrations (0001_jobs to 0005_jobs) make: tests compare the two.
 SCHEMA = (
     """
     CREATE TABLE jobs (
@@ -72,6 +72,9 @@ SCHEMA = (
     "CREATE INDEX jobs_alone ON jobs (kind, alone_key) WHERE alone_key IS NOT NULL",
     # What a kind holds now is a few entries of this index, never the table.
     "CREATE INDEX jobs_held ON jobs (kind, held_until)",
+    # 0005_jobs: the jobs that may still expire, by when.
+    "CREATE INDEX jobs_expires ON jobs (expires_at)"
+    " WHERE expires_at IS NOT NULL AND failed_at IS NULL",
     """
     CREATE TABLE schedules (
         name   text PRIMARY KEY,
@@ -522,6 +525,14 @@ _END = """
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
+# The jobs that waited past their expires_at, before any attempt began, end
+# "expired" then, their keys let go; jobs_expires finds them (0005_jobs).
+_EXPIRE = """
+    UPDATE jobs SET ended = 'expired', failed_at = expires_at, unique_key = NULL, held_until = 0
+    WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
+      AND attempts = 0 AND snoozes = 0
+    """
+
 _ASKED = f"""
     SELECT id FROM jobs
     WHERE {_by_key("ids")} AND failed_at IS NULL AND cancel_asked IS NOT NULL
@@ -624,6 +635,9 @@ class Jobs:
     def end(self, job: Job) -> bool:
         params = rows.ended(job)
         return self._db.run(lambda sql: sql.count(_END, params)) > 0
+
+    def expire(self, now: datetime) -> int:
+        return self._db.run(lambda sql: sql.count(_EXPIRE, {"now": rows.ms(now)}))
 
     def asked(self, ids: Sequence[str]) -> list[str]:
         params = {"ids": rows.ids(ids)}

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BEGIN", "SCHEMA", "Jobs", "make_engine"]
 
-# What the migrations (0001_jobs to 0004_jobs) make: tests compare the two.
+# What the migrations (0001_jobs to 0005_jobs) make: tests compare the two.
 SCHEMA = (
     # AUTOINCREMENT: an ID is never given twice, so a stalled worker's late
     # settle never reaches a job it did not claim.
@@ -69,6 +69,9 @@ SCHEMA = (
     # What a kind holds now is a few entries of this index, never the table; and
     # the stats read it whole, as it holds all they count (see _STATS).
     "CREATE INDEX jobs_held ON jobs (kind, held_until, failed_at, run_at)",
+    # 0005_jobs: the jobs that may still expire, by when.
+    "CREATE INDEX jobs_expires ON jobs (expires_at)"
+    " WHERE expires_at IS NOT NULL AND failed_at IS NULL",
     """
     CREATE TABLE schedules (
         name   TEXT PRIMARY KEY,
@@ -400,6 +403,14 @@ _END = """
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
+# The jobs that waited past their expires_at, before any attempt began, end
+# "expired" then, their keys let go; jobs_expires finds them (0005_jobs).
+_EXPIRE = """
+    UPDATE jobs SET ended = 'expired', failed_at = expires_at, unique_key = NULL, held_until = 0
+    WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
+      AND attempts = 0 AND snoozes = 0
+    """
+
 _ASKED = """
     SELECT id FROM jobs
     WHERE id IN (SELECT value FROM json_each(:ids))
@@ -505,6 +516,9 @@ class Jobs:
     def end(self, job: Job) -> bool:
         params = rows.ended(job)
         return self._db.write(lambda sql: sql.count(_END, params) > 0)
+
+    def expire(self, now: datetime) -> int:
+        return self._db.write(lambda sql: sql.count(_EXPIRE, {"now": rows.ms(now)}))
 
     def asked(self, ids: Sequence[str]) -> list[str]:
         params = {"ids": json.dumps(rows.ids(ids))}

@@ -97,12 +97,15 @@ class Attempts:
             attempt = Attempt(job, kind, claimed, job.run_at)
             asked = self._asked
             if job.cancel_asked is not None or (asked and job.id in asked):
-                return self._cancelled_unrun(attempt)  # asked before it started: never runs
+                return self._ended_unrun(attempt, "cancelled")  # asked before it started
+            expires = job.expires_at
+            if expires is not None and _first(job) and expires <= datetime.now(UTC):
+                return self._ended_unrun(attempt, "expired")
             if options.rate is not None:
                 if not await self._rate_allows(attempt):
                     return False
                 if asked and job.id in asked:
-                    return self._cancelled_unrun(attempt)
+                    return self._ended_unrun(attempt, "cancelled")
             try:
                 attempt.value = kind.codec.decode(job.payload)
             except pydantic.ValidationError as e:
@@ -139,7 +142,7 @@ class Attempts:
                         raise  # the run's own cancel, not the deadline's
                     attempt.error = _RaisedCancel()  # raised by the handler: its failure
                 elif ends.asked:
-                    attempt.cancelled = True  # its cancel: settled so, however it ended
+                    attempt.end = "cancelled"  # its cancel: settled so, however it ended
                 elif ends.cut:
                     cut = True  # the stop's grace ran out: it goes back
                 else:
@@ -152,7 +155,7 @@ class Attempts:
                 ends.end()
             attempt.ended = time.monotonic()
             if asked and job.id in asked:
-                attempt.cancelled = True  # it reached the run as the handler ran
+                attempt.end = "cancelled"  # it reached the run as the handler ran
             elif cut:
                 await self.putback.stopped(attempt)
                 return True
@@ -168,9 +171,9 @@ class Attempts:
             if self._asked:
                 self._asked.discard(job.id)
 
-    def _cancelled_unrun(self, attempt: Attempt) -> bool:
-        """End a job cancelled before its handler started; it did not run."""
-        attempt.cancelled = True
+    def _ended_unrun(self, attempt: Attempt, how: str) -> bool:
+        """End a job before its handler started (cancelled, or expired); it did not run."""
+        attempt.end = how
         attempt.started = attempt.ended = time.monotonic()
         self._finish(attempt)
         return False
@@ -195,7 +198,7 @@ class Attempts:
         if not attempt.ended:
             attempt.ended = time.monotonic()
         if self._asked and job.id in self._asked:
-            attempt.cancelled = True  # it asked jobq.cancelled(), or ran on to its end
+            attempt.end = "cancelled"  # it asked jobq.cancelled(), or ran on to its end
         give()
         self._finish(attempt)
         return True
@@ -311,6 +314,11 @@ def _does_not_fit(job: Job, kind: Kind[Any], error: pydantic.ValidationError) ->
         f"{getattr(kind.codec.type, '__qualname__', kind.codec.type)!r} ({problems}); "
         f"it is kept as failed: push the job again with a value that fits"
     )
+
+
+def _first(job: Job) -> bool:
+    """Whether this claim is the job's first attempt: none began before, so it may expire."""
+    return job.attempts == 1 and not job.snoozes
 
 
 def _lost(job: Job, attempts: int) -> str:

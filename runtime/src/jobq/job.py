@@ -67,6 +67,7 @@ class Outcome(enum.Enum):
     HELD_BACK = "held back"  # a rate held it back before it started: not an attempt
     SNOOZED = "snoozed"  # its handler raised Snooze: due again after the wait, its attempt back
     CANCELLED = "cancelled"  # cancelled as it ran, or claimed with its cancel asked: not retried
+    EXPIRED = "expired"  # claimed past its expires_at, before any attempt began: never run
 
     def __str__(self) -> str:
         return self.value

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
 from jobq.errors import ConfigError
 from jobq.job import Job, utc
 from jobq.limiter import Limiter
-from jobq.store import AtOnceStore, HoldBackStore, LatestStore, OneAtATimeStore, Store, UniqueStore
+from jobq.store import (
+    AtOnceStore,
+    CancelStore,
+    HoldBackStore,
+    LatestStore,
+    OneAtATimeStore,
+    Store,
+    UniqueStore,
+)
 from jobq.value import Codec
 
 if TYPE_CHECKING:
@@ -83,6 +91,7 @@ class KindOptions(TypedDict, Generic[T], total=False):
     one_at_a_time: bool
     at_once: int
     rate: Limiter | None
+    expires: float | timedelta | None
 
 
 def _needs(extra: type, method: str) -> dict[str, tuple[type, str]]:
@@ -115,6 +124,8 @@ class Options:
     at_once: int = field(default=0, metadata=_needs(AtOnceStore, "keeps_at_once"))
     # Asked as each job is claimed; refused jobs wait in the store.
     rate: Limiter | None = field(default=None, metadata=_needs(HoldBackStore, "hold_back"))
+    # A job not started this long after its time never runs: it ends "expired".
+    expires: timedelta | None = field(default=None, metadata=_needs(CancelStore, "expire"))
 
     def __post_init__(self) -> None:
         if not whole(self.attempts) or self.attempts < 1:
@@ -134,6 +145,13 @@ class Options:
             raise ConfigError(
                 f"rate must be a jobq.Limiter (a `take(name) -> float` method), not {self.rate!r}"
             )
+        if self.expires is not None and (
+            not isinstance(self.expires, timedelta) or self.expires <= timedelta(0)
+        ):
+            raise ConfigError(
+                f"expires must be a timedelta (or seconds) of more than 0, not {self.expires!r}: "
+                f"how long after its time a job that has not started still may"
+            )
 
     @classmethod
     def of(cls, given: KindOptions[Any]) -> Options:
@@ -143,6 +161,9 @@ class Options:
         values: dict[str, Any] = dict(given)
         if "timeout" in values:
             values["timeout"] = seconds(values["timeout"])
+        expires = values.get("expires")
+        if _finite_seconds(expires):
+            values["expires"] = timedelta(seconds=expires)  # type: ignore[arg-type]
         return cls(**values)
 
     def check_store(self, kind: str, store: Store, which: str) -> None:
@@ -217,12 +238,18 @@ class Kind(Generic[T]):
         *,
         priority: int | None = None,
         attempts: int | None = None,
+        expires_at: datetime | None = None,
     ) -> Job:
         """A new job of this kind; raises ValueDoesNotFit when the value is not one it takes."""
-        return self._job(value, utc(run_at), priority, attempts)
+        return self._job(value, utc(run_at), priority, attempts, expires_at)
 
     def _job(
-        self, value: T, run_at: datetime, priority: int | None, attempts: int | None = None
+        self,
+        value: T,
+        run_at: datetime,
+        priority: int | None,
+        attempts: int | None = None,
+        expires_at: datetime | None = None,
     ) -> Job:
         """``job``, ``run_at`` being aware and in UTC already."""
         payload = self.codec.encode(value)
@@ -251,6 +278,10 @@ class Kind(Generic[T]):
                     f"the runs this job may have, in place of its kind's {options.attempts}"
                 )
             job.max_attempts = attempts
+        if expires_at is not None:
+            job.expires_at = utc(expires_at)
+        elif options.expires is not None:
+            job.expires_at = run_at + options.expires
         return job
 
     def push(
@@ -260,6 +291,7 @@ class Kind(Generic[T]):
         store: Store | None = None,
         priority: int | None = None,
         attempts: int | None = None,
+        expires_at: datetime | None = None,
     ) -> str:
         """Push a job due now and return its ID ("" when a unique kind pushed nothing).
 
@@ -267,10 +299,11 @@ class Kind(Generic[T]):
         one bound to the app's open transaction, the job is kept as that
         transaction commits, or not at all: call ``queue.wake()`` after the commit.
         ``priority`` and ``attempts`` override the kind's for this job, and are
-        kept with it.
+        kept with it; so does ``expires_at`` (an aware datetime), the kind's
+        ``expires`` after its time: a job not started by then never runs.
         """
         # push_at's work, less its call and its utc(): now in UTC is in UTC.
-        job = self._job(value, datetime.now(UTC), priority, attempts)
+        job = self._job(value, datetime.now(UTC), priority, attempts, expires_at)
         return self._home._push(self, job, store)
 
     def push_at(
@@ -281,9 +314,10 @@ class Kind(Generic[T]):
         store: Store | None = None,
         priority: int | None = None,
         attempts: int | None = None,
+        expires_at: datetime | None = None,
     ) -> str:
         """Push a job due at ``at`` (an aware datetime) and return its ID."""
-        job = self.job(value, at, priority=priority, attempts=attempts)
+        job = self.job(value, at, priority=priority, attempts=attempts, expires_at=expires_at)
         return self._home._push(self, job, store)
 
     async def apush(
@@ -293,10 +327,16 @@ class Kind(Generic[T]):
         store: Store | None = None,
         priority: int | None = None,
         attempts: int | None = None,
+        expires_at: datetime | None = None,
     ) -> str:
         """``push``, from async code: the store is called in a thread."""
         return await self.apush_at(
-            datetime.now(UTC), value, store=store, priority=priority, attempts=attempts
+            datetime.now(UTC),
+            value,
+            store=store,
+            priority=priority,
+            attempts=attempts,
+            expires_at=expires_at,
         )
 
     async def apush_at(
@@ -307,9 +347,10 @@ class Kind(Generic[T]):
         store: Store | None = None,
         priority: int | None = None,
         attempts: int | None = None,
+        expires_at: datetime | None = None,
     ) -> str:
         """``push_at``, from async code: the store is called in a thread."""
-        job = self.job(value, at, priority=priority, attempts=attempts)
+        job = self.job(value, at, priority=priority, attempts=attempts, expires_at=expires_at)
         return await self._home._apush(self, job, store)
 
     def schedule(self, schedule: Schedule, value: T) -> None:

@@ -137,7 +137,7 @@ class Loop:
         held, hold = run.held, run.hold
         # In the context every job's task copies: jobq.cancelled() reads the run's cancels.
         asked.set(run.asked)
-        side_tasks = side.schedules(self._schedules)
+        side_tasks = side.schedules(self._schedules) + side.expiries()
         held.start()
         stop_listening = await side.listen()
         say(logging.INFO, "the queue runs", workers=run.workers, kinds=len(run.kinds))

@@ -45,7 +45,7 @@ class Attempt:
     due: datetime  # the job's run_at as it was claimed (a retry moves it)
     value: Any = None
     error: BaseException | None = None  # None: it ran to its end
-    cancelled: bool = False  # its cancel reached the run before its handler ended
+    end: str | None = None  # "cancelled": its cancel came before its handler ended; "expired"
     started: float = 0.0  # the loop's clock as the handler started, and as it ended
     ended: float = 0.0
 
@@ -74,8 +74,8 @@ class Outcomes:
         # take it for one another claim has.
         self._held.pop(job.id)
         how: Settle
-        if attempt.cancelled:
-            self._end(attempt, "cancelled")
+        if attempt.end is not None:
+            self._end(attempt, attempt.end)
             return
         if error is None:
             if self._queue.observe is None and not (job.at_once or job.one_at_a_time):
@@ -138,7 +138,9 @@ class Outcomes:
         """Keep the job as ended ``how``: not retried, no on_fail; its last error kept."""
         job = attempt.job
         attempt.error = None
-        job.ended, job.failed_at, job.error = how, datetime.now(UTC), None
+        # An expired job ended as its time came, as the store's sweep keeps it too.
+        at = job.expires_at if how == "expired" and job.expires_at else datetime.now(UTC)
+        job.ended, job.failed_at, job.error = how, at, None
         context = contextvars.copy_context()
         kept = self._calls.end(job)
         kept.add_done_callback(lambda done: context.run(self._ended, attempt, _failure(done)))
@@ -149,8 +151,12 @@ class Outcomes:
         job = attempt.job
         if job.at_once or job.one_at_a_time:
             self._wake()
-        say_job(job, logging.INFO, "a job was cancelled", attempt=job.attempts)
-        self.observe(ran(attempt, Outcome.CANCELLED))
+        if job.ended == "expired":
+            said, outcome = "a job expired before it started, and will not run", Outcome.EXPIRED
+        else:
+            said, outcome = "a job was cancelled", Outcome.CANCELLED
+        say_job(job, logging.INFO, said, attempt=job.attempts)
+        self.observe(ran(attempt, outcome))
 
     def _snooze(self, attempt: Attempt, snooze: Snooze) -> None:
         """Put the job back, due after the snooze's wait, its attempt given back where the

@@ -155,6 +155,8 @@ class Queue:
 
     def _push(self, kind: Kind[Any], job: Job, store: Store | None) -> str:
         target = self.store if store is None else self._target(kind, store)
+        if job.expires_at is not None:
+            _check_expires(kind, target)
         self._carry(job, target)
         pushed = _push_to(target, kind.options, job)
         if pushed and target is self.store:
@@ -163,6 +165,8 @@ class Queue:
 
     async def _apush(self, kind: Kind[Any], job: Job, store: Store | None) -> str:
         target = self._target(kind, store)
+        if job.expires_at is not None:
+            _check_expires(kind, target)
         self._carry(job, target)  # here, in the pushing context, not in the store's thread
         calls = self._calls if target is self.store else StoreCalls(target)
         pushed = await calls.call(_push_to, target, kind.options, job)
@@ -287,6 +291,15 @@ def _push_to(store: Store, options: Options, job: Job) -> bool:
         return store.push_unique(job)
     store.push(job)
     return True
+
+
+def _check_expires(kind: Kind[Any], store: Store) -> None:
+    """A job that expires needs a store that ends it so: a CancelStore."""
+    if not _has(type(store), CancelStore):
+        raise ConfigError(
+            f"kind {kind.name!r}: expires_at needs a store that is a jobq.CancelStore "
+            f"(with expire), and {type(store).__name__} is not; nothing was pushed"
+        )
 
 
 @functools.cache

@@ -41,6 +41,29 @@ class SideTasks:
             for name, sched in schedules.items()
         ]
 
+    def expiries(self) -> list[asyncio.Task[None]]:
+        """With a CancelStore, end the jobs that expired waiting, every poll; the task, to
+        cancel as the run ends (none for another store)."""
+        if not isinstance(self._run.store, CancelStore):
+            return []
+        return [self._watch(self._expire(self._run.store), "the expiry of waiting jobs")]
+
+    async def _expire(self, store: CancelStore) -> None:
+        calls, poll = self._run.calls, self._run.queue.poll
+        failing = False
+        while True:
+            try:
+                expired = await calls.call(store.expire, datetime.now(UTC))
+            except StoreError as e:  # down: one line until it is back, beside the claims'
+                if not failing:
+                    say(logging.WARNING, "the store failed to end expired jobs", err=e)
+                failing = True
+            else:
+                failing = False
+                if expired:
+                    say(logging.INFO, "jobs expired before they started", expired=expired)
+            await asyncio.sleep(poll)
+
     async def listen(self) -> Callable[[], None] | None:
         """With a NotifyStore, a push on any instance wakes this one at once.
 
@@ -78,8 +101,11 @@ class SideTasks:
         calls, pushed, queue = self._run.calls, self._run.wakeup.pushed, self._run.queue
         run_at = schedule.next_after(datetime.now(UTC))
         failing = False
+        # A run that expires does so as long after its own time as the kind says.
+        expires = None if run.expires_at is None else run.expires_at - run.run_at
         while True:
-            job = replace(run, run_at=run_at)
+            expires_at = None if expires is None else run_at + expires
+            job = replace(run, run_at=run_at, expires_at=expires_at)
             try:
                 if await calls.push_scheduled(kind, job):
                     pushed(run_at)

@@ -149,6 +149,18 @@ class CancelStore(FailedStore, Protocol):
         """
         ...
 
+    def expire(self, now: datetime) -> int:
+        """End each job that waits at ``now`` past its ``expires_at``, before any attempt began
+        (its attempts 0, never snoozed); say how many.
+
+        Each ends as ``cancel`` ends a waiting job, but "expired", at its
+        ``expires_at``, and its unique key is let go, so the next push of that
+        key is a new job. A job a claim holds, or that ran once, is left. The
+        queue calls it every poll; a claim may still take an expired job
+        between two, which its queue then ends unrun.
+        """
+        ...
+
     def asked(self, ids: Sequence[str]) -> list[str]:
         """Of ``ids``, the jobs whose cancel was asked and that have not ended, in any order.
 

@@ -279,3 +279,51 @@ class CancelStorePromises:
         current.ended, current.failed_at = "cancelled", at(303)
         assert cancelling.end(current) is False, "done and gone"
         assert cancelling.cancelled() == []
+
+    def test_a_job_keeps_its_expiry_and_a_claim_gives_it_back(self, store: Store) -> None:
+        _cancel_store(store)
+        pushed = job(expires_at=at(90))
+        store.push(pushed)
+        claimed = claimed_now(store, pushed)
+        assert claimed.expires_at == at(90)
+
+    def test_expire_ends_the_jobs_that_waited_past_their_time_unstarted(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        expired = job(kind="expired", run_at=at(0), expires_at=at(60))
+        later = job(kind="later", run_at=at(0), expires_at=at(120))
+        never = job(kind="never", run_at=at(0))
+        for pushed in (expired, later, never):
+            store.push(pushed)
+        assert cancelling.expire(at(59)) == 0, "not yet"
+        assert cancelling.expire(at(100)) == 1
+        assert cancelling.expire(at(100)) == 0, "ended once"
+        [listed] = cancelling.cancelled()
+        assert (listed.id, listed.ended, listed.failed_at) == (expired.id, "expired", at(60))
+        ran = [store.claim(at(100), at(400)) for _ in range(3)]
+        assert sorted(j.kind for j in ran if j is not None) == ["later", "never"]
+
+    def test_expire_leaves_a_job_that_runs_or_ran(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        running = job(kind="running", run_at=at(0), expires_at=at(10))
+        retrying = job(kind="retrying", run_at=at(0), expires_at=at(10))
+        store.push(running)
+        store.push(retrying)
+        held = claimed_now(store, running)
+        first = claimed_now(store, retrying)
+        first.run_at, first.error = at(30), "timed out"
+        assert store.retry(first)
+        assert cancelling.expire(at(60)) == 0, "one holds its claim; the other began an attempt"
+        assert store.done(held)
+        again = store.claim(at(60), at(360))
+        assert again is not None
+        assert again.id == retrying.id, "its next attempt runs"
+
+    def test_expire_lets_a_waiting_unique_jobs_key_go(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        unique = keyed_store(store)
+        first = job(kind="digest", key="user-1", expires_at=at(30))
+        assert unique.push_unique(first)
+        assert cancelling.expire(at(31)) == 1
+        second = job(kind="digest", key="user-1")
+        assert unique.push_unique(second) is True, "the next push of the key is a new job"
+        assert second.id != first.id

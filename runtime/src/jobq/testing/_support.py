@@ -51,6 +51,7 @@ def job(
     priority: int = 0,
     carried: dict[str, str] | None = None,
     max_attempts: int = 0,
+    expires_at: datetime | None = None,
 ) -> Job:
     return Job(
         kind=kind,
@@ -62,6 +63,7 @@ def job(
         priority=priority,
         carried=carried,
         max_attempts=max_attempts,
+        expires_at=expires_at,
     )
 
 

@@ -23,6 +23,7 @@ _EXTRAS = (
     "claim_many",
     "discard",
     "end",
+    "expire",
     "failed",
     "give_back",
     "hold_back",

@@ -175,6 +175,29 @@ class MemoryStore:
             kept.error = kept.error if job.error is None else job.error
             return True
 
+    def expire(self, now: datetime) -> int:
+        with self._lock:
+            expired = [
+                row
+                for row in self._rows.values()
+                if row.job.expires_at is not None
+                and row.job.expires_at <= now
+                and row.job.failed_at is None
+                and not row.job.attempts
+                and not row.job.snoozes
+                and not _holds(row, now)
+            ]
+            for row in expired:
+                job = row.job
+                if row.held_until is not None:
+                    self._let_go(row)
+                if row.unique:
+                    del self._unique[(job.kind, job.key)]
+                    row.unique = False
+                row.gen += 1
+                job.ended, job.failed_at = "expired", job.expires_at
+            return len(expired)
+
     def asked(self, ids: Sequence[str]) -> list[str]:
         with self._lock:
             rows = [self._rows.get(id) for id in ids]
