@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -36,16 +37,7 @@ async def test_an_async_handler_cancelled_elsewhere_stops_within_two_seconds_and
         failed.append(str(error))
 
     q = jobq.Queue(store, observe=seen)
-    started, stopped = asyncio.Event(), asyncio.Event()
-
-    @q.kind("report", on_fail=on_fail)
-    async def report(n: int) -> None:
-        started.set()
-        try:
-            await asyncio.sleep(60)
-        finally:
-            stopped.set()
-
+    report, started, stopped = _sleeper(q, "report", on_fail=on_fail)
     id = report.push(1)
     running = asyncio.create_task(q.run())
     await _started(started)
@@ -123,26 +115,18 @@ async def test_a_handler_that_swallows_its_cancel_still_ends_cancelled_not_done(
 
 
 async def test_a_cancel_through_the_queue_that_runs_the_job_reaches_it_at_once(
-    store: MemoryStore,
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # No check comes round in the test's time: only the queue's own cancel can ask the store.
+    monkeypatch.setattr(jobq.holds, "CHECK", 3600.0)
     seen = _Told()
     q = jobq.Queue(store, observe=seen)
-    started, stopped = asyncio.Event(), asyncio.Event()
-
-    @q.kind("slow")
-    async def slow(n: int) -> None:
-        started.set()
-        try:
-            await asyncio.sleep(60)
-        finally:
-            stopped.set()
-
+    slow, started, stopped = _sleeper(q, "slow")
     id = slow.push(1)
     running = asyncio.create_task(q.run())
     await _started(started)
     assert q.cancel(id) is True
-    # Not at the next check, a second away: the queue's own cancel asks the store at once.
-    await asyncio.wait_for(stopped.wait(), 0.9)
+    await asyncio.wait_for(stopped.wait(), LIVENESS)
     await seen.at_least(1)
     q.stop()
     await asyncio.wait_for(running, LIVENESS)
@@ -210,28 +194,8 @@ def test_cancelled_outside_a_handler_says_where_it_may_be_asked() -> None:
         jobq.cancelled()
 
 
-async def test_a_store_that_cannot_cancel_says_so() -> None:
-    class NoCancel:
-        """A Store with no extra: it keeps nothing."""
-
-        def push(self, job: jobq.Job) -> None:
-            job.id = "1"
-
-        def claim(
-            self, now: datetime, until: datetime, by: jobq.Claimant | None = None
-        ) -> jobq.Job | None:
-            return None
-
-        def done(self, job: jobq.Job) -> bool:
-            return False
-
-        def retry(self, job: jobq.Job) -> bool:
-            return False
-
-        def fail(self, job: jobq.Job) -> bool:
-            return False
-
-    q = jobq.Queue(NoCancel())
+async def test_a_store_that_cannot_cancel_says_so(plain_store: jobq.Store) -> None:
+    q = jobq.Queue(plain_store)
     with pytest.raises(jobq.ConfigError, match=r"cannot cancel jobs: it is no jobq\.CancelStore"):
         q.cancel("1")
 
@@ -252,6 +216,22 @@ async def test_a_drain_stops_a_plain_function_cancelled_as_it_runs(store: Memory
     assert await q.adrain() == 1
     assert [r.outcome for r in seen.runs] == [jobq.Outcome.CANCELLED]
     assert len(store.cancelled()) == 1
+
+
+def _sleeper(
+    q: jobq.Queue, name: str, **options: Any
+) -> tuple[jobq.Kind[int], asyncio.Event, asyncio.Event]:
+    """A kind whose handler sleeps a minute: it, and the events set as a job starts and stops."""
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def sleep(n: int) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            stopped.set()
+
+    return q.handle(name, sleep, **options), started, stopped
 
 
 class _Told:

@@ -112,28 +112,10 @@ def test_an_expiry_that_is_no_time_is_refused(store: MemoryStore) -> None:
     assert len(store) == 0, "nothing pushed"
 
 
-def test_a_store_that_cannot_end_expired_jobs_is_refused_for_an_expiry() -> None:
-    class Plain:
-        """A Store with no extra."""
-
-        def push(self, job: jobq.Job) -> None:
-            job.id = "1"
-
-        def claim(
-            self, now: datetime, until: datetime, by: jobq.Claimant | None = None
-        ) -> jobq.Job | None:
-            return None
-
-        def done(self, job: jobq.Job) -> bool:
-            return False
-
-        def retry(self, job: jobq.Job) -> bool:
-            return False
-
-        def fail(self, job: jobq.Job) -> bool:
-            return False
-
-    q = jobq.Queue(Plain())
+def test_a_store_that_cannot_end_expired_jobs_is_refused_for_an_expiry(
+    plain_store: jobq.Store,
+) -> None:
+    q = jobq.Queue(plain_store)
     with pytest.raises(jobq.ConfigError, match=r"expires needs a store that is a jobq\.Cancel"):
         q.handle("offer", _nothing, expires=timedelta(hours=1))
     plain = q.handle("plain", _nothing)

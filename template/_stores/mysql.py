@@ -376,7 +376,7 @@ _CANCEL = """
 # is; its last error kept unless another is given.
 _END = """
     UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, ended = :ended,
-        held_until = 0, error = coalesce(:error, error)
+        held_until = 0, error = coalesce(:error, error), attempts = attempts - :unrun
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
@@ -505,8 +505,8 @@ class Jobs:
         found = self._db.run(lambda sql: sql.rows(_CANCELLED, {}), alone=True)
         return [rows.job(row) for row in found]
 
-    def end(self, job: Job) -> bool:
-        params = rows.ended(job)
+    def end(self, job: Job, ran: bool) -> bool:
+        params = rows.ended(job, ran)
         return self._db.run(lambda sql: sql.count(_END, params), alone=True) > 0
 
     def expire(self, now: datetime) -> int:

@@ -521,7 +521,7 @@ _CANCEL = f"""
 # unless another is given.
 _END = """
     UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
-        error = coalesce(CAST(:error AS text), error)
+        attempts = attempts - :unrun, error = coalesce(CAST(:error AS text), error)
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
@@ -632,8 +632,8 @@ class Jobs:
     def cancelled(self) -> list[Job]:
         return [rows.job(row) for row in self._db.run(lambda sql: sql.rows(_CANCELLED, {}))]
 
-    def end(self, job: Job) -> bool:
-        params = rows.ended(job)
+    def end(self, job: Job, ran: bool) -> bool:
+        params = rows.ended(job, ran)
         return self._db.run(lambda sql: sql.count(_END, params)) > 0
 
     def expire(self, now: datetime) -> int:

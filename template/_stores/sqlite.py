@@ -399,7 +399,7 @@ _CANCEL = """
 # unless another is given.
 _END = """
     UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
-        error = coalesce(:error, error)
+        attempts = attempts - :unrun, error = coalesce(:error, error)
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
@@ -513,8 +513,8 @@ class Jobs:
     def cancelled(self) -> list[Job]:
         return [rows.job(row) for row in self._db.read(lambda sql: sql.rows(_CANCELLED, {}))]
 
-    def end(self, job: Job) -> bool:
-        params = rows.ended(job)
+    def end(self, job: Job, ran: bool) -> bool:
+        params = rows.ended(job, ran)
         return self._db.write(lambda sql: sql.count(_END, params) > 0)
 
     def expire(self, now: datetime) -> int:

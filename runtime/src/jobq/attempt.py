@@ -173,7 +173,7 @@ class Attempts:
 
     def _ended_unrun(self, attempt: Attempt, how: str) -> bool:
         """End a job before its handler started (cancelled, or expired); it did not run."""
-        attempt.end = how
+        attempt.end, attempt.unrun = how, True
         attempt.started = attempt.ended = time.monotonic()
         self._finish(attempt)
         return False

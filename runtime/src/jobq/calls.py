@@ -174,9 +174,9 @@ class StoreCalls:
         assert isinstance(self.store, SnoozeStore)  # checked by the caller
         return self._batched(_logged(self.store.snooze, "snooze"), job, until)
 
-    def end(self, job: Job) -> asyncio.Future[bool]:
+    def end(self, job: Job, ran: bool) -> asyncio.Future[bool]:
         assert isinstance(self.store, CancelStore)  # checked by the caller
-        return self._batched(_logged(self.store.end, "end"), job)
+        return self._batched(_logged(self.store.end, "end"), job, ran)
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> asyncio.Future[list[str]]:
         assert isinstance(self.store, RenewStore)

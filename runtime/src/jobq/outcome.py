@@ -46,6 +46,7 @@ class Attempt:
     value: Any = None
     error: BaseException | None = None  # None: it ran to its end
     end: str | None = None  # "cancelled": its cancel came before its handler ended; "expired"
+    unrun: bool = False  # ended before its handler started
     started: float = 0.0  # the loop's clock as the handler started, and as it ended
     ended: float = 0.0
 
@@ -142,7 +143,7 @@ class Outcomes:
         at = job.expires_at if how == "expired" and job.expires_at else datetime.now(UTC)
         job.ended, job.failed_at, job.error = how, at, None
         context = contextvars.copy_context()
-        kept = self._calls.end(job)
+        kept = self._calls.end(job, not attempt.unrun)
         kept.add_done_callback(lambda done: context.run(self._ended, attempt, _failure(done)))
 
     def _ended(self, attempt: Attempt, failed: BaseException | None) -> None:

@@ -137,12 +137,14 @@ class CancelStore(FailedStore, Protocol):
         """
         ...
 
-    def end(self, job: Job) -> bool:
+    def end(self, job: Job, ran: bool) -> bool:
         """Keep a claimed job as ended ``job.ended`` ("cancelled" or "expired") at
         ``job.failed_at``; say whether it did.
 
         As ``fail`` does, but for the end it names, and keeping the job's error
-        as its last attempt left it when ``job.error`` is None. Fenced as
+        as its last attempt left it when ``job.error`` is None. ``ran``: whether
+        its handler ran; if not, the attempt its claim added is taken back
+        (a job ended as it would have started). Fenced as
         ``done`` is: a job a later claim has taken since is left alone, and it
         says False. The queue ends so a job whose cancel was asked as it ran,
         or was claimed with ``cancel_asked`` set or past its ``expires_at``.

@@ -254,14 +254,17 @@ def _list(jobs: list[jobq.Job], how: str) -> None:
     """Each job, the way it ended (``how``: failed, cancelled), when, and what it kept."""
     for job in jobs:
         at = job.failed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if job.failed_at else "?"
-        ended = job.ended if job.ended in ("cancelled", "expired") else how
-        attempts = "1 attempt" if job.attempts == 1 else f"{job.attempts} attempts"
+        ended = _ENDED.get(job.ended or "failed", how)
+        if not job.attempts:
+            attempts = "before it ran"
+        else:
+            attempts = "after 1 attempt" if job.attempts == 1 else f"after {job.attempts} attempts"
         if job.max_attempts:
             attempts += f" (of the {job.max_attempts} its push gave it)"
         if job.snoozes:
             attempts += f", snoozed {job.snoozes} {'time' if job.snoozes == 1 else 'times'}"
         # What a job keeps came from a handler or a caller: shown with control characters escaped.
-        typer.echo(f"  {job.id:>4}  {visible(job.kind)}, which {ended} at {at} after {attempts}")
+        typer.echo(f"  {job.id:>4}  {visible(job.kind)}, {ended} at {at} {attempts}")
         typer.echo(f"        {visible(job.payload)}")
         if job.key:
             typer.echo(f"        key: {visible(job.key)}")
@@ -272,6 +275,10 @@ def _list(jobs: list[jobq.Job], how: str) -> None:
             for line in visible(job.error or "(no error kept)", lines=True).split("\n"):
                 typer.echo(f"        {line}")
         typer.echo()
+
+
+# How each end reads in a list: "flaky, which failed at ...", "mail, cancelled at ...".
+_ENDED = {"failed": "which failed", "cancelled": "cancelled", "expired": "expired"}
 
 
 @jobs_cli.command()
@@ -343,7 +350,7 @@ def cancelled(
         f"{_count(len(found))} cancelled, and {'is' if len(found) == 1 else 'are'} kept for "
         f"{_kept()} (the nightly prune-jobs deletes older ones):\n"
     )
-    _list(found, "was cancelled")
+    _list(found, "cancelled")
     typer.echo(
         f"{NAME} jobs retry <id> runs one after all, and {NAME} jobs discard <id> deletes one."
     )

@@ -33,7 +33,7 @@ from sqlalchemy import create_engine, event, exc, make_url
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
 from jobq.sql import rows
-from jobq.sql.engine import check_timeouts, no_connection_free
+from jobq.sql.engine import check_timeouts, last_in_first_out, no_connection_free
 from jobq.sql.pool import autocommit
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def make_engine(
     connect_args["read_timeout"] = connect_args["write_timeout"] = connect_timeout
     kwargs.setdefault("isolation_level", "READ COMMITTED")
     kwargs.setdefault("pool_reset_on_return", None)
-    engine = create_engine(parsed, connect_args=connect_args, **kwargs)
+    engine = create_engine(parsed, connect_args=connect_args, **last_in_first_out(parsed, kwargs))
 
     @event.listens_for(engine, "connect")
     def _statements_wait(dbapi_connection: Any, _: ConnectionPoolEntry) -> None:

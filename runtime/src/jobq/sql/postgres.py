@@ -34,7 +34,7 @@ from sqlalchemy import create_engine, exc
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
 from jobq.sql import rows
-from jobq.sql.engine import check_timeouts, no_connection_free
+from jobq.sql.engine import check_timeouts, last_in_first_out, no_connection_free
 from jobq.sql.pool import autocommit
 from jobq.sql.rows import Through
 
@@ -111,7 +111,7 @@ def make_engine(
         connect_args.setdefault("tcp_user_timeout", round(read_timeout * 1000))
     connect_args["options"] = f"{connect_args.get('options', '')} {options}".strip()
     connect_args.setdefault("connect_timeout", max(2, math.ceil(connect_timeout)))
-    engine = create_engine(url, connect_args=connect_args, **kwargs)
+    engine = create_engine(url, connect_args=connect_args, **last_in_first_out(url, kwargs))
     if engine.dialect.name != "postgresql" or engine.dialect.driver != "psycopg":
         raise ConfigError(
             f"this app's jobs table is written for Postgres through psycopg 3, and "

@@ -149,12 +149,14 @@ def fence(job: Job) -> dict[str, Any]:
     return {"id": int(job.id), "attempts": job.attempts}
 
 
-def ended(job: Job) -> dict[str, Any]:
+def ended(job: Job, ran: bool) -> dict[str, Any]:
     """The parameters of ``CancelStore.end``'s statement: the job's ``fence``, ``ended``
-    (how it ended), ``failed_at`` (when: now, unless the job says), and ``error`` (None
-    keeps the one its last attempt left)."""
+    (how it ended), ``failed_at`` (when: now, unless the job says), ``error`` (None
+    keeps the one its last attempt left) and ``unrun``, 1 when its handler did not run
+    (the attempt its claim added is taken back), else 0."""
     return {
         **fence(job),
+        "unrun": 0 if ran else 1,
         "ended": job.ended,
         "failed_at": ms(job.failed_at or datetime.now(UTC)),
         "error": job.error,

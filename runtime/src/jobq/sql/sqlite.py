@@ -28,6 +28,7 @@ from sqlalchemy import create_engine, event, exc, make_url
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
 from jobq.sql import process, rows
+from jobq.sql.engine import last_in_first_out
 from jobq.sql.rows import Statements, Through
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
             f"this app's jobs table is written for SQLite, and its database URL is a "
             f"{backend} one: give a sqlite:/// URL"
         )
-    engine = create_engine(url, **kwargs)
+    engine = create_engine(url, **last_in_first_out(url, kwargs))
     timeout_ms = int(busy_timeout * 1000)
 
     @event.listens_for(engine, "connect")

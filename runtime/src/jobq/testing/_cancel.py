@@ -254,15 +254,16 @@ class CancelStorePromises:
         assert store.retry(first)
         ending = claimed_now(store, expired, now=1)
         ending.ended, ending.failed_at = "expired", at(1)
-        assert cancelling.end(ending) is True
+        assert cancelling.end(ending, ran=False) is True
         again = claimed_now(store, cancelled, now=2)
         again.ended, again.failed_at, again.error = "cancelled", at(3), None
-        assert cancelling.end(again) is True
+        assert cancelling.end(again, ran=True) is True
         listed = cancelling.cancelled()
         assert [(j.id, j.ended, j.failed_at, j.error, j.attempts) for j in listed] == [
             (cancelled.id, "cancelled", at(3), "timed out", 2),
-            (expired.id, "expired", at(1), None, 1),
-        ], "each with its end and when, and the error its last attempt left"
+            (expired.id, "expired", at(1), None, 0),
+        ], "each with its end and when, the error its last attempt left, and the attempts that"
+        " ran: the claim's own taken back from a job ended as it would have started"
         assert cancelling.failed() == []
         assert store.claim(FAR, FAR + timedelta(minutes=5)) is None, "an ended job never runs"
 
@@ -274,10 +275,10 @@ class CancelStorePromises:
         current = store.claim(at(301), at(601))
         assert current is not None
         late.ended, late.failed_at = "cancelled", at(302)
-        assert cancelling.end(late) is False, "a later claim has it"
+        assert cancelling.end(late, ran=True) is False, "a later claim has it"
         assert store.done(current)
         current.ended, current.failed_at = "cancelled", at(303)
-        assert cancelling.end(current) is False, "done and gone"
+        assert cancelling.end(current, ran=False) is False, "done and gone"
         assert cancelling.cancelled() == []
 
     def test_a_job_keeps_its_expiry_and_a_claim_gives_it_back(self, store: Store) -> None:
@@ -327,3 +328,30 @@ class CancelStorePromises:
         second = job(kind="digest", key="user-1")
         assert unique.push_unique(second) is True, "the next push of the key is a new job"
         assert second.id != first.id
+
+    def test_a_cancel_racing_a_retry_ends_the_job_or_rides_with_it_to_its_next_claim(
+        self, store: Store
+    ) -> None:
+        cancelling = _cancel_store(store)
+        for n in range(5):
+            pushed = job()
+            store.push(pushed)
+            claimed = claimed_now(store, pushed, now=1000 * n)
+            claimed.run_at, claimed.error = at(1000 * n + 10), "timed out"
+
+            def race(i: int, claimed: Job = claimed, now: float = 1000 * n + 1) -> object:
+                return store.retry(claimed) if i == 0 else cancelling.cancel(claimed.id, at(now))
+
+            retried, said = at_once(2, race)
+            assert retried is True, "a cancel asks a running job; it does not end it"
+            again = store.claim(at(1000 * n + 10), at(1000 * n + 310))
+            if said == "cancelled":
+                assert again is None, "retried first, then cancelled as it waited: never runs"
+            else:
+                assert said == "asked"
+                assert again is not None, "asked first, then retried: its next claim has it..."
+                assert again.cancel_asked == at(1000 * n + 1), "...with the ask, to end it unrun"
+                again.ended, again.failed_at = "cancelled", at(1000 * n + 10)
+                assert cancelling.end(again, ran=False)
+            assert [j.id for j in cancelling.cancelled()] == [pushed.id]
+            cancelling.discard()

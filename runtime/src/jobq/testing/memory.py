@@ -164,13 +164,14 @@ class MemoryStore:
     def cancelled(self) -> list[Job]:
         return self._ended(_CANCELLED)
 
-    def end(self, job: Job) -> bool:
+    def end(self, job: Job, ran: bool) -> bool:
         with self._lock:
             row = self._claimed(job)
             if row is None:
                 return False
             self._let_go(row)
             kept = row.job
+            kept.attempts -= not ran
             kept.ended, kept.failed_at = job.ended, job.failed_at or datetime.now(UTC)
             kept.error = kept.error if job.error is None else job.error
             return True
