@@ -180,7 +180,7 @@ _RANK = """
 # of its value while the job runs is a new job.
 _HOLD = (
     "UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL, "
-    "claimed_by = :by WHERE id IN :ids"
+    "claimed_by = :by, claimed_at = :now WHERE id IN :ids"
 )
 
 _CLAIMS = mysql.ClaimStatements(due=_claim, locks=_locks, rank=_RANK, hold=_HOLD)
@@ -396,6 +396,9 @@ _EXPIRE = """
     WHERE id IN :ids AND expires_at <= :now AND failed_at IS NULL AND held_until <= :now
       AND attempts = 0 AND snoozes = 0
     """
+
+# One job, with its hold and when its latest claim took it, for its status.
+_STATUS = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
 
 _ASKED = """
     SELECT id FROM jobs WHERE id IN :ids AND failed_at IS NULL AND cancel_asked IS NOT NULL
@@ -636,6 +639,14 @@ class Jobs:
     def paused(self, now: datetime) -> dict[str, datetime | None]:
         found = self._db.run(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
         return {kind: None if until == _FOREVER else rows.at(until) for kind, until in found}
+
+    # StatusStore
+
+    def status(self, id: str, now: datetime) -> jobq.Status | None:
+        if not rows.ids([id]):
+            return None
+        found = self._db.run(lambda sql: sql.rows(_STATUS, {"id": int(id)}), alone=True)
+        return rows.status(found, now)
 
     # StatsStore
 

@@ -162,7 +162,10 @@ def _of_kinds(statement: str, filtered: bool) -> str:
 _LIMITED = "(alone_key IS NOT NULL OR at_once IS NOT NULL)"
 _UNLIMITED = "alone_key IS NULL AND at_once IS NULL"
 _ORDER = "ORDER BY priority DESC, run_at, id"
-_HOLD = "SET held_until = :until, attempts = attempts + 1, unique_key = NULL, claimed_by = :by"
+_HOLD = (
+    "SET held_until = :until, attempts = attempts + 1, unique_key = NULL, claimed_by = :by,"
+    " claimed_at = :now"
+)
 _NONE = ", ".join(["NULL"] * len(rows.JOB_COLUMNS.split(", ")))
 # A claim clears the key, and returns the key it had, for a hold-back to put back.
 _CLAIMED = rows.JOB_COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
@@ -533,6 +536,9 @@ _EXPIRE = """
       AND attempts = 0 AND snoozes = 0
     """
 
+# One job, with its hold and when its latest claim took it, for its status.
+_STATUS = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
+
 _ASKED = f"""
     SELECT id FROM jobs
     WHERE {_by_key("ids")} AND failed_at IS NULL AND cancel_asked IS NOT NULL
@@ -712,6 +718,14 @@ class Jobs:
         return {
             kind: None if until == _FOREVER else rows.at(until) for kind, until in sorted(found)
         }
+
+    # StatusStore
+
+    def status(self, id: str, now: datetime) -> jobq.Status | None:
+        if not rows.ids([id]):
+            return None
+        found = self._db.run(lambda sql: sql.rows(_STATUS, {"id": int(id)}))
+        return rows.status(found, now)
 
     # StatsStore
 

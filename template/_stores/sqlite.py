@@ -175,7 +175,8 @@ def _claim(most: int) -> str:
         WITH RECURSIVE {_PRIORITIES},
         may AS MATERIALIZED ({_MAY.format(columns=_MAY_COLUMNS, most=most)}),
         limited AS (SELECT kind FROM may WHERE alone_key IS NOT NULL OR at_once IS NOT NULL)
-        UPDATE jobs SET held_until = :until, attempts = attempts + 1, claimed_by = :by
+        UPDATE jobs SET held_until = :until, attempts = attempts + 1, claimed_by = :by,
+            claimed_at = :now
         WHERE id IN ({chosen})
         RETURNING {rows.JOB_COLUMNS}
         """
@@ -411,6 +412,9 @@ _EXPIRE = """
       AND attempts = 0 AND snoozes = 0
     """
 
+# One job, with its hold and when its latest claim took it, for its status.
+_STATUS = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
+
 _ASKED = """
     SELECT id FROM jobs
     WHERE id IN (SELECT value FROM json_each(:ids))
@@ -593,6 +597,14 @@ class Jobs:
     def paused(self, now: datetime) -> dict[str, datetime | None]:
         found = self._db.read(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
         return {kind: None if held >= _FOREVER else rows.at(held) for kind, held in found}
+
+    # StatusStore
+
+    def status(self, id: str, now: datetime) -> jobq.Status | None:
+        if not rows.ids([id]):
+            return None
+        found = self._db.read(lambda sql: sql.rows(_STATUS, {"id": int(id)}))
+        return rows.status(found, now)
 
     # StatsStore
 

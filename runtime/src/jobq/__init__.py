@@ -25,6 +25,7 @@ from jobq.limiter import Limiter
 from jobq.queue import Queue
 from jobq.schedule import Cron, Every, Schedule
 from jobq.stats import KindStats
+from jobq.status import State, Status
 from jobq.store import (
     AtOnceStore,
     BatchStore,
@@ -41,6 +42,7 @@ from jobq.store import (
     ScheduleStore,
     SnoozeStore,
     StatsStore,
+    StatusStore,
     Store,
     UniqueStore,
 )
@@ -78,7 +80,10 @@ __all__ = [
     "ScheduleStore",
     "Snooze",
     "SnoozeStore",
+    "State",
     "StatsStore",
+    "Status",
+    "StatusStore",
     "Store",
     "StoreError",
     "StoreLocked",

@@ -20,11 +20,13 @@ from jobq.carry import Carrier, carried
 from jobq.errors import ConfigError
 from jobq.kind import Handler, Kind, KindOptions, Options, check_names, whole
 from jobq.loop import Loop, drain
+from jobq.status import Status
 from jobq.store import (
     CancelStore,
     CarryStore,
     LatestStore,
     ScheduleStore,
+    StatusStore,
     Store,
     UniqueStore,
 )
@@ -230,6 +232,28 @@ class Queue:
             running.check_cancels()  # this instance may run it: look now, not at the next check
         return said is not None
 
+    def status(self, id: str) -> Status:
+        """What became of the job ``id``: waiting (``due``, or for later), running (``since``
+        its claim took it), failed, cancelled or expired (``since`` it ended), or unknown.
+
+        ``job`` on it is the row (value, attempts, last error, what it carried).
+        A done job is unknown: a kind that keeps no result leaves nothing of it.
+        """
+        return _told(id, self._statuses().status(id, datetime.now(UTC)))
+
+    async def astatus(self, id: str) -> Status:
+        """``status(id)`` from async code: the store's call runs in a thread."""
+        store = self._statuses()
+        return _told(id, await self._calls.call(store.status, id, datetime.now(UTC)))
+
+    def _statuses(self) -> StatusStore:
+        if not isinstance(self.store, StatusStore):
+            raise ConfigError(
+                f"{self.store!r} cannot say what became of a job: it is no jobq.StatusStore "
+                f"(with status); update the app's jobs_db.py, or use a store that has it"
+            )
+        return self.store
+
     def _cancelling(self) -> CancelStore:
         if not isinstance(self.store, CancelStore):
             missing = [n for n in _methods(CancelStore) if not hasattr(self.store, n)]
@@ -291,6 +315,10 @@ def _push_to(store: Store, options: Options, job: Job) -> bool:
         return store.push_unique(job)
     store.push(job)
     return True
+
+
+def _told(id: str, status: Status | None) -> Status:
+    return Status(id=id, state="unknown") if status is None else status
 
 
 def _check_expires(kind: Kind[Any], store: Store) -> None:

@@ -17,6 +17,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from jobq.job import Claimant, Job
 from jobq.stats import KindStats
+from jobq.status import Status
 
 __all__ = [
     "AtOnceStore",
@@ -34,6 +35,7 @@ __all__ = [
     "ScheduleStore",
     "SnoozeStore",
     "StatsStore",
+    "StatusStore",
     "Store",
     "UniqueStore",
 ]
@@ -179,6 +181,23 @@ class CancelStore(FailedStore, Protocol):
     def discard(self, ids: Sequence[str] | None = None) -> int:
         """Delete, for good, those of ``ids`` that ended (failed, cancelled or expired), or every
         job that ended when ``ids`` is None; say how many. A job that waits or runs is left."""
+        ...
+
+
+@runtime_checkable
+class StatusStore(Store, Protocol):
+    """A Store that says what became of any job it has."""
+
+    def status(self, id: str, now: datetime) -> Status | None:
+        """The job ``id`` as it is at ``now``: its state, its row, and since when; None when
+        the store does not have it (never pushed, or gone: done and deleted, or pruned).
+
+        A job is "running" while a claim's hold lasts past ``now`` (``since``:
+        when that claim took it), "waiting" otherwise until it ends (``due``
+        when its ``run_at`` is ``now`` or before, a lost claim's job too), then
+        "failed", "cancelled" or "expired" (``since``: when it ended). A job
+        that never ran has ``attempts`` 0; one that did, its latest error.
+        """
         ...
 
 

@@ -48,7 +48,8 @@ cli = typer.Typer(
 jobs_cli = typer.Typer(
     help=(
         "The app's jobs. With no command, list the jobs that failed for good and the "
-        "kinds that are paused; retry runs them again, cancel stops a job that waits or "
+        "kinds that are paused; show says what became of one, retry runs them again, "
+        "cancel stops a job that waits or "
         "runs, cancelled lists the cancelled ones, discard deletes ended jobs, prune "
         "deletes the old ones, push adds a job of one of the app's kinds, run-due runs "
         "what is due now, pause holds a kind's jobs on every instance, resume lets them "
@@ -331,6 +332,67 @@ def cancel(
             typer.echo(f"{NAME}: no job {id} waits or runs (it ended, or never was).", err=True)
     if any(what is None for _, what in said):
         raise typer.Exit(1)
+
+
+@jobs_cli.command()
+def show(
+    id: Annotated[str, typer.Argument(help="The job's ID, as a push or a list gave it.")],
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON object, for scripts.")] = False,
+) -> None:
+    """Say what became of a job: waiting, running (since, attempt), or how it ended.
+
+    A done job is gone: the app's kinds keep no results, so it shows as no job.
+    """
+    if not _is_id(id):
+        _exit(f"{json.dumps(id)} is not a job's ID: give the ID a push or {NAME} jobs gave")
+    with _app() as app:
+        status = app.queue.status(id)
+    job = status.job
+    if job is None:
+        _exit(
+            f"no job {id}: it was never pushed, or it is done (a done job is deleted), "
+            f"or it ended over {_kept()} ago and was pruned"
+        )
+    if as_json:
+        shown = {
+            "state": status.state,
+            "due": status.due,
+            "since": status.since.isoformat() if status.since else None,
+            "run_at": job.run_at.isoformat(),
+            "claimed_by": job.claimed_by,
+            **_as_dict(job),
+        }
+        typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+        return
+    typer.echo(f"Job {id}, {visible(job.kind)}: {_state(status, job)}")
+    typer.echo(f"  value: {visible(job.payload)}")
+    request_id = (job.carried or {}).get("request_id")
+    if request_id:
+        typer.echo(f"  pushed by request {visible(request_id)}")
+    if job.key:
+        typer.echo(f"  key: {visible(job.key)}")
+    if job.error:
+        lines = visible(job.error, lines=True).split("\n")
+        typer.echo(f"  last error: {lines[0]}")
+        for line in lines[1:]:
+            typer.echo(f"    {line}")
+
+
+def _state(status: jobq.Status, job: jobq.Job) -> str:
+    """A job's state in words: "running since ... (attempt 2, on host:41:ab12cd)"."""
+    attempts = "no attempt yet" if not job.attempts else (
+        "1 attempt" if job.attempts == 1 else f"{job.attempts} attempts"
+    )
+    since = "?" if status.since is None else f"{status.since:%Y-%m-%d %H:%M:%S} UTC"
+    if status.state == "waiting":
+        when = "due now" if status.due else f"due at {job.run_at:%Y-%m-%d %H:%M:%S} UTC"
+        return f"waiting, {when} ({attempts})"
+    if status.state == "running":
+        on = f", on {visible(job.claimed_by)}" if job.claimed_by else ""
+        return f"running since {since} (attempt {job.attempts}{on})"
+    if status.state == "failed":
+        return f"failed for good at {since}, after {attempts}"
+    return f"{status.state} at {since}, {'before it ran' if not job.attempts else 'after ' + attempts}"
 
 
 @jobs_cli.command()

@@ -27,10 +27,12 @@ from typing import Any, Protocol
 
 from jobq.job import Claimant, Job
 from jobq.stats import KindStats
+from jobq.status import State, Status
 
 __all__ = [
     "COLUMNS",
     "JOB_COLUMNS",
+    "STATUS_COLUMNS",
     "Statements",
     "Through",
     "at",
@@ -45,6 +47,7 @@ __all__ = [
     "numbered",
     "put_back",
     "stats",
+    "status",
 ]
 
 COLUMNS = (
@@ -142,6 +145,36 @@ def ids(given: Iterable[str]) -> list[int]:
     """Of ``given``, each that a store's table could have given out, as an integer, once and
     sorted (the order rows lock in): any other names no job, and is left out, not refused."""
     return sorted({int(id) for id in given if id.isascii() and id.isdecimal() and int(id) < 2**63})
+
+
+# What a status reads of a job: every column a job is read back with, then its hold and
+# when its latest claim took it.
+STATUS_COLUMNS = f"{JOB_COLUMNS}, held_until, claimed_at"
+
+
+_ENDS: dict[str | None, State] = {
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "expired": "expired",
+    "done": "done",
+}
+
+
+def status(found: Sequence[Sequence[Any]], now: datetime) -> Status | None:
+    """``StatusStore.status`` from the rows a store read of one job (``STATUS_COLUMNS``):
+    None for none; its state at ``now`` from its end, its hold and its time."""
+    if not found:
+        return None
+    row = found[0]
+    job_ = job(row[:_WIDTH])
+    held_until, claimed_at = row[_WIDTH], row[_WIDTH + 1]
+    if job_.failed_at is not None:
+        ended = _ENDS.get(job_.ended, "failed")  # NULL: failed, by a store before 0004_jobs
+        return Status(id=job_.id, state=ended, job=job_, since=job_.failed_at)
+    if held_until is not None and at(int(held_until)) > now:
+        since = None if claimed_at is None else at(int(claimed_at))
+        return Status(id=job_.id, state="running", job=job_, since=since)
+    return Status(id=job_.id, state="waiting", job=job_, due=job_.run_at <= now)
 
 
 def fence(job: Job) -> dict[str, Any]:

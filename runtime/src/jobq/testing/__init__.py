@@ -12,18 +12,18 @@ only fixture)::
             return Jobs(make_engine(f"sqlite:///{tmp_path}/jobs.sqlite3"))
 
 The suite checks each promise of the Store contract, and of each extra the
-store has; the tests of an extra it lacks are skipped, saying which. It is
-made of one mixin a family, for a store that wants only some: StorePromises,
+store has; the tests of an extra it lacks are skipped, saying which. It is made
+of one mixin a family, for a store that wants only some: StorePromises,
 FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
 LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
-HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises, CancelStorePromises,
-PauseStorePromises,
-BatchStorePromises, RenewStorePromises, CarryStorePromises,
-StatsStorePromises and ClaimantPromises (``StoreSuiteInBrief`` runs one
-test of each, for a quick look). Its times
-are fixed, whole milliseconds, far from now, so that no store passes by
-reading its own clock; its concurrency tests race threads (``at_once``),
-claiming one job at a time and, for a BatchStore, with ``claim_many`` too.
+HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises,
+CancelStorePromises, PauseStorePromises, BatchStorePromises,
+RenewStorePromises, CarryStorePromises, StatsStorePromises, StatusStorePromises
+and ClaimantPromises (``StoreSuiteInBrief`` runs one test of each, for a quick
+look). Its times are fixed, whole milliseconds, far from now, so that no store
+passes by reading its own clock; its concurrency tests race threads
+(``at_once``), claiming one job at a time and, for a BatchStore, with
+``claim_many`` too.
 Every assertion's message says the promise it checks.
 
 A store bound to the app's own transaction (for a push inside a request's
@@ -64,6 +64,7 @@ from jobq.testing._renew import RenewStorePromises
 from jobq.testing._schedule import ScheduleStorePromises
 from jobq.testing._snooze import SnoozeStorePromises
 from jobq.testing._stats import StatsStorePromises
+from jobq.testing._status import StatusStorePromises
 from jobq.testing._store import StorePromises
 from jobq.testing._support import at_once, is_brief
 from jobq.testing._transaction import InTransaction
@@ -88,6 +89,7 @@ __all__ = [
     "ScheduleStorePromises",
     "SnoozeStorePromises",
     "StatsStorePromises",
+    "StatusStorePromises",
     "StorePromises",
     "StoreSuite",
     "StoreSuiteInBrief",
@@ -113,6 +115,7 @@ class StoreSuite(
     RenewStorePromises,
     CarryStorePromises,
     StatsStorePromises,
+    StatusStorePromises,
     ClaimantPromises,
 ):
     """Every promise of the Store contract and its extras, for one store."""

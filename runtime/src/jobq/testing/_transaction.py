@@ -41,6 +41,7 @@ _EXTRAS = (
     "settle_many",
     "snooze",
     "stats",
+    "status",
 )
 
 

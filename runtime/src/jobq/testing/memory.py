@@ -13,6 +13,7 @@ from typing import Literal
 
 from jobq.job import Claimant, Job
 from jobq.stats import KindStats
+from jobq.status import State, Status
 
 __all__ = ["MemoryStore"]
 
@@ -22,6 +23,7 @@ class _Row:
     job: Job
     seq: int  # push order: breaks ties between jobs due at the same time
     held_until: datetime | None = None  # set while a claim has the job (its hold may have run out)
+    claimed_at: datetime | None = None  # when its latest claim took it
     gen: int = 0  # bumped at every change of state, so that the heaps' older entries are skipped
     unique: bool = False  # the job's key is the waiting one of its kind (push_unique's)
     found_unique: bool = False  # the latest claim found the job waiting with its key
@@ -140,6 +142,21 @@ class MemoryStore:
             job.run_at = at
             self._wait(row)
             return True
+
+    # StatusStore
+
+    def status(self, id: str, now: datetime) -> Status | None:
+        with self._lock:
+            row = self._rows.get(id)
+            if row is None:
+                return None
+            job = _copy(row.job)
+            if job.failed_at is not None:
+                ended = _STATES.get(job.ended, "failed")
+                return Status(id=id, state=ended, job=job, since=job.failed_at)
+            if _holds(row, now):
+                return Status(id=id, state="running", job=job, since=row.claimed_at)
+            return Status(id=id, state="waiting", job=job, due=job.run_at <= now)
 
     # CancelStore
 
@@ -395,7 +412,7 @@ class MemoryStore:
         for entry in passed:
             heapq.heappush(self._ready, entry)
         instance = None if by is None else by.instance
-        return [self._hold(row, until, instance) for row in taken]
+        return [self._hold(row, now, until, instance) for row in taken]
 
     def _may_take(
         self,
@@ -431,8 +448,9 @@ class MemoryStore:
                 return False
         return True
 
-    def _hold(self, row: _Row, until: datetime, instance: str | None) -> Job:
+    def _hold(self, row: _Row, now: datetime, until: datetime, instance: str | None) -> Job:
         job = row.job
+        row.claimed_at = now
         job.claimed_by = instance
         row.found_unique = row.unique  # what hold_back gives back
         if row.unique:
@@ -521,6 +539,7 @@ class MemoryStore:
 # The ends each list shows: a failed job of a store before cancels has no end kept.
 _FAILED: tuple[str | None, ...] = (None, "failed")
 _CANCELLED: tuple[str | None, ...] = ("cancelled", "expired")
+_STATES: dict[str | None, State] = {"cancelled": "cancelled", "expired": "expired", "done": "done"}
 
 
 def _holds(row: _Row, now: datetime) -> bool:
