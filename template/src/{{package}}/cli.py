@@ -380,8 +380,10 @@ def show(
 
 def _state(status: jobq.Status, job: jobq.Job) -> str:
     """A job's state in words: "running since ... (attempt 2, on host:41:ab12cd)"."""
-    attempts = "no attempt yet" if not job.attempts else (
-        "1 attempt" if job.attempts == 1 else f"{job.attempts} attempts"
+    attempts = (
+        "no attempt yet"
+        if not job.attempts
+        else ("1 attempt" if job.attempts == 1 else f"{job.attempts} attempts")
     )
     since = "?" if status.since is None else f"{status.since:%Y-%m-%d %H:%M:%S} UTC"
     if status.state == "waiting":
@@ -392,7 +394,8 @@ def _state(status: jobq.Status, job: jobq.Job) -> str:
         return f"running since {since} (attempt {job.attempts}{on})"
     if status.state == "failed":
         return f"failed for good at {since}, after {attempts}"
-    return f"{status.state} at {since}, {'before it ran' if not job.attempts else 'after ' + attempts}"
+    ended = f"after {attempts}" if job.attempts else "before it ran"
+    return f"{status.state} at {since}, {ended}"
 
 
 @jobs_cli.command()
