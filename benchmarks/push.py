@@ -2,7 +2,7 @@
 """Where a push's time goes, layer by layer, beside the raw driver's INSERT, on each database.
 
     python scripts/dbservers.py run -- .venv/bin/python benchmarks/push.py \
-        [--rounds 30] [--size 250] [--only sqlite|postgres|mysql]
+        [--rounds 30] [--size 250] [--many 10000] [--only sqlite|postgres|mysql]
 
 On each database, in blocks of --size pushes that take turns (which goes first
 alternating, so that a spell of load falls on every layer alike; the raw
@@ -18,6 +18,11 @@ raw INSERT is printed beside it. What store.push adds to the INSERT is the
 store's own Python and its statement; what Kind.push adds to store.push, the
 kind's. Between two round trips that Python runs several times slower than
 alone (the caches cold after each wait): docs/benchmarks.md has the figures.
+
+Then --many values pushed two ways that take turns, twice each: one
+``Kind.push`` each, and one ``Kind.push_many`` of them all (a statement a
+thousand, in one transaction); jobs a second, and their ratio (issue 29's goal:
+push_many at least 10x the single pushes).
 """
 
 from __future__ import annotations
@@ -91,10 +96,41 @@ def layers(db: str, rounds: int, size: int) -> dict[str, float]:
     return {layer: statistics.median(values) for layer, values in took.items()}
 
 
+def many(db: str, n: int) -> tuple[float, float]:
+    """Jobs a second on ``db``: ``n`` single pushes, and a push_many of ``n`` (best of two)."""
+    module = sources.store(db)
+    single: list[float] = []
+    batched: list[float] = []
+    with database(db, "push_many") as url:
+        make_schema(module, url)
+        engine = module.make_engine(url)
+        queue = jobq.Queue(module.Jobs(engine))
+
+        @queue.kind("noop")
+        async def noop(value: int) -> None:
+            pass
+
+        noop.push_many([0, 1])  # the store's connections made, and their statements prepared
+        for turn in range(4):
+            start = time.perf_counter()
+            if turn % 2:
+                noop.push_many(range(n))
+                batched.append(n / (time.perf_counter() - start))
+            else:
+                for i in range(n):
+                    noop.push(i)
+                single.append(n / (time.perf_counter() - start))
+            with engine.begin() as conn:
+                conn.exec_driver_sql("DELETE FROM jobs")
+        engine.dispose()
+    return max(single), max(batched)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=30, help="blocks of each layer (30)")
     parser.add_argument("--size", type=int, default=250, help="pushes a block (250)")
+    parser.add_argument("--many", type=int, default=10_000, help="values of push_many (10,000)")
     parser.add_argument("--only", action="append", choices=DATABASES, help="this database only")
     args = parser.parse_args()
     logging.getLogger("jobq").setLevel(logging.WARNING)
@@ -106,6 +142,18 @@ def main() -> None:
         got = layers(db, args.rounds, args.size)
         cells = [f"{got[layer]:.1f} ({got['insert'] / got[layer]:.2f}x)" for layer in LAYERS]
         print(f"| {NAMES[db]} | " + " | ".join(cells) + " |", flush=True)
+    head = f"| jobs/s, {args.many:,} values | Kind.push each | Kind.push_many | ratio | goal 10x |"
+    print(f"\n{head}")
+    print("| --- | ---: | ---: | ---: | --- |")
+    for db in DATABASES:
+        if args.only and db not in args.only:
+            continue
+        single, batched = many(db, args.many)
+        met = "met" if batched >= 10 * single else "not met"
+        print(
+            f"| {NAMES[db]} | {single:,.0f} | {batched:,.0f} | {batched / single:.1f}x | {met} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

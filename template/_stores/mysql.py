@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import jobq
 from jobq import Job
@@ -198,6 +198,21 @@ _PUSH = """
 # Read by a unique push the unique index turned away (1062), which then holds a
 # lock for reading on the waiting job's key, so a claim can't take it meanwhile.
 _WAITING = "SELECT id, run_at FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
+
+
+# A push of many, up to rows.BATCH, as one multi-row INSERT: its rows' IDs are the
+# one LAST_INSERT_ID() gives and those after it, as a statement of known rows gets
+# its IDs together. (A unique kind's pushes read theirs back, one at a time.) The
+# columns in ``varying`` have a parameter a row; the rest one for all.
+@functools.cache
+def _push_many(n: int, varying: tuple[str, ...]) -> str:
+    names = rows.MANY_COLUMNS.split(", ")
+    values = ", ".join(
+        "(" + ", ".join(f":{name}{i}" if name in varying else f":{name}" for name in names) + ")"
+        for i in range(n)
+    )
+    return f"INSERT INTO jobs ({rows.MANY_COLUMNS}) VALUES {values}"
+
 
 # A latest push moves the waiting job by ID, locking its row before its key's
 # entry, as a claim does: an upsert, the other way round, could wait for a claim
@@ -575,27 +590,31 @@ class Jobs:
             self.push(job)
             return
         params = rows.insert(job)
-
-        def once(sql: Statements) -> int | None:
-            """The waiting job moved, or this one pushed: its ID; None when a push beat it."""
-            found = sql.rows(_WAITING, params)
-            if found and found[0][1] == params["run_at"]:
-                return int(found[0][0])  # due then already: no write, no lock for a claim to meet
-            if found and sql.count(_MOVE, {**params, "id": found[0][0]}):
-                return int(found[0][0])
-            return sql.insert_or_none(_PUSH, params)
-
         for _ in range(_TRIES):
             # Each try a transaction of its own: the one turned away holds a lock
             # for reading on the key, which a claim of the waiting job needs.
-            id = self._db.run(once)
+            id = self._db.run(lambda sql: _latest_once(sql, params))
             if id is not None:
                 job.id = str(id)
                 return
-        raise jobq.StoreLocked(
-            f"a push of kind {job.kind!r} met other pushes and claims of its key "
-            f"{_TRIES} times: push it again"
-        )
+        raise _latest_locked(job)
+
+    # PushManyStore
+
+    def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
+        def push(sql: Statements) -> list[bool]:
+            if all(not job.key for job in jobs):
+                for start in range(0, len(jobs), rows.BATCH):
+                    batch = jobs[start : start + rows.BATCH]
+                    varying, params = rows.many_numbered(batch)
+                    first = sql.insert(_push_many(len(batch), varying), params)
+                    for n, job in enumerate(batch):
+                        job.id = str(first + n)
+                return [True] * len(jobs)
+            # A unique kind's: one statement each, in the one transaction.
+            return [_push_one(sql, job, latest) for job in jobs]
+
+        return self._db.run(push) if jobs else []
 
     def keeps_one_at_a_time(self) -> None:
         """Claims keep it: see _CLAIM, _locks and _RANK."""
@@ -708,3 +727,39 @@ def _put_back(sql: Statements, job: Job, snoozed_until: datetime | None = None) 
         if kept is not None:
             return kept
     return sql.count(_PUT_BACK, {**params, "unique_key": None})
+
+
+def _latest_once(sql: Statements, params: dict[str, Any]) -> int | None:
+    """The waiting job of the key moved, or this one pushed: its ID; None when a push beat it."""
+    found = sql.rows(_WAITING, params)
+    if found and found[0][1] == params["run_at"]:
+        return int(found[0][0])  # due then already: no write, no lock for a claim to meet
+    if found and sql.count(_MOVE, {**params, "id": found[0][0]}):
+        return int(found[0][0])
+    return sql.insert_or_none(_PUSH, params)
+
+
+def _latest_locked(job: Job) -> jobq.StoreLocked:
+    return jobq.StoreLocked(
+        f"a push of kind {job.kind!r} met other pushes and claims of its key "
+        f"{_TRIES} times: push it again"
+    )
+
+
+def _push_one(sql: Statements, job: Job, latest: bool) -> bool:
+    """One job of a push of many with keys, as ``push``, ``push_latest`` or ``push_unique``
+    would push it, in the transaction ``sql`` runs in."""
+    if not job.key:
+        job.id = str(sql.insert(_PUSH, {**rows.insert(job), "unique_key": None}))
+        return True
+    params = rows.insert(job)
+    if not latest:
+        id, pushed = mysql.insert_unique(sql, _PUSH, _WAITING, params)
+        job.id = str(id)
+        return pushed
+    for _ in range(_TRIES):
+        found = _latest_once(sql, params)
+        if found is not None:
+            job.id = str(found)
+            return True
+    raise _latest_locked(job)

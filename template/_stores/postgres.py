@@ -328,6 +328,22 @@ _PUSH_UNIQUE = f"""
 
 _WAITING = "SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
+# A push of many, up to rows.BATCH: one array a column, unnested in order; the IDs
+# come back in the order the rows went in. One NOTIFY for the statement.
+_PUSH_MANY = f"""
+    WITH pushed AS (
+        INSERT INTO jobs ({rows.MANY_COLUMNS})
+        SELECT {rows.MANY_COLUMNS} FROM unnest(
+            CAST(:kind AS text[]), CAST(:payload AS text[]), CAST(:run_at AS bigint[]),
+            CAST(:alone_key AS text[]), CAST(:at_once AS integer[]),
+            CAST(:carried AS text[]), CAST(:priority AS integer[]),
+            CAST(:max_attempts AS integer[]), CAST(:expires_at AS bigint[])
+        ) WITH ORDINALITY AS given ({rows.MANY_COLUMNS}, n) ORDER BY n
+        RETURNING id
+    ), told AS (SELECT pg_notify('{_CHANNEL}', (CAST(:kind AS text[]))[1]))
+    SELECT id FROM pushed, told ORDER BY id
+    """
+
 # The job that waits with the key moves to the push's time, and nothing else
 # of it. A claim that took it first cleared its key: then a new job goes in.
 _PUSH_LATEST = f"""
@@ -677,6 +693,22 @@ class Jobs:
         params = rows.insert(job)
         job.id = str(self._db.run(lambda sql: sql.rows(_PUSH_LATEST, params))[0][0])
 
+    # PushManyStore
+
+    def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
+        def push(sql: rows.Statements) -> list[bool]:
+            if all(not job.key for job in jobs):
+                for start in range(0, len(jobs), rows.BATCH):
+                    batch = jobs[start : start + rows.BATCH]
+                    params = rows.many_columns(batch)
+                    for job, (id,) in zip(batch, sql.rows(_PUSH_MANY, params), strict=True):
+                        job.id = str(id)
+                return [True] * len(jobs)
+            # A unique kind's: one statement each, in the one transaction.
+            return [_push_one(sql, job, latest) for job in jobs]
+
+        return self._db.run(push) if jobs else []
+
     def keeps_one_at_a_time(self) -> None:
         """The claim passes over a job while a claim holds another of its kind and key."""
 
@@ -748,3 +780,22 @@ class Jobs:
         rows of keys no job has."""
         params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
         return int(self._db.run(lambda sql: sql.rows(_PRUNE, params))[0][0])
+
+
+def _push_one(sql: rows.Statements, job: Job, latest: bool) -> bool:
+    """One job of a push of many with keys, as ``push``, ``push_latest`` or ``push_unique``
+    would push it, in the transaction ``sql`` runs in."""
+    params = rows.insert(job)
+    if not job.key:
+        job.id = str(sql.rows(_PUSH, {**params, "unique_key": None})[0][0])
+        return True
+    if latest:
+        job.id = str(sql.rows(_PUSH_LATEST, params)[0][0])
+        return True
+    while True:  # a waiting job that committed as this read began: read it in a new statement
+        found = sql.rows(_PUSH_UNIQUE, params) or [
+            (id, False) for (id,) in sql.rows(_WAITING, params)
+        ]
+        if found:
+            job.id = str(found[0][0])
+            return bool(found[0][1])

@@ -210,6 +210,18 @@ _PUSH_UNIQUE = (
 
 _WAITING = "SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
+# A push of many, up to rows.BATCH: each job a JSON array of rows.MANY_COLUMNS, in
+# order; one writer, so the IDs it gives go up in that order.
+_PUSH_MANY = f"""
+    INSERT INTO jobs ({rows.MANY_COLUMNS})
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+        json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+        json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'),
+        json_extract(value, '$[8]')
+    FROM json_each(:jobs) ORDER BY key
+    RETURNING id
+    """
+
 # Moves the waiting job to the push's time, and nothing else of it.
 _PUSH_LATEST = (
     _INSERT.format(unique_key=":unique_key")
@@ -555,6 +567,31 @@ class Jobs:
 
     def push_latest(self, job: Job) -> None:
         job.id = str(self._db.write(lambda sql: sql.rows(_PUSH_LATEST, rows.insert(job))[0][0]))
+
+    # PushManyStore
+
+    def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
+        def push(sql: rows.Statements) -> list[bool]:
+            if all(not job.key for job in jobs):
+                for start in range(0, len(jobs), rows.BATCH):
+                    batch = jobs[start : start + rows.BATCH]
+                    found = sql.rows(_PUSH_MANY, {"jobs": json.dumps(rows.many(batch))})
+                    for job, (id,) in zip(batch, sorted(found), strict=True):
+                        job.id = str(id)
+                return [True] * len(jobs)
+            pushed = []  # a unique kind's: one statement each, in the one transaction
+            for job in jobs:
+                if not job.key:
+                    job.id = str(sql.rows(_PUSH, rows.insert(job))[0][0])
+                    pushed.append(True)
+                elif latest:
+                    job.id = str(sql.rows(_PUSH_LATEST, rows.insert(job))[0][0])
+                    pushed.append(True)
+                else:
+                    pushed.append(_push_unique(sql, job))
+            return pushed
+
+        return self._db.write(push)
 
     # OneAtATimeStore, AtOnceStore: kept by the claim (see _MAY and _RANKED)
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
@@ -207,6 +207,12 @@ class _Home(Protocol):
 
     async def _apush(self, kind: Kind[Any], job: Job, store: Store | None) -> str: ...
 
+    def _push_many(self, kind: Kind[Any], jobs: list[Job], store: Store | None) -> list[str]: ...
+
+    async def _apush_many(
+        self, kind: Kind[Any], jobs: list[Job], store: Store | None
+    ) -> list[str]: ...
+
     def _add_schedule(self, kind: Kind[Any], schedule: Schedule, job: Job) -> None: ...
 
 
@@ -352,6 +358,52 @@ class Kind(Generic[T]):
         """``push_at``, from async code: the store is called in a thread."""
         job = self.job(value, at, priority=priority, attempts=attempts, expires_at=expires_at)
         return await self._home._apush(self, job, store)
+
+    def push_many(
+        self,
+        values: Iterable[T],
+        *,
+        at: datetime | None = None,
+        store: Store | None = None,
+        priority: int | None = None,
+        attempts: int | None = None,
+        expires_at: datetime | None = None,
+    ) -> list[str]:
+        """Push a job for each of ``values``, due now (or ``at``), and return their IDs in order.
+
+        In as few statements as the store can (a ``PushManyStore``: about a
+        thousand jobs a statement, all of them or none; any other store, one
+        push each), waking the queue once. A unique kind's value that waits
+        already, or came earlier in ``values``, pushes nothing: its ID is "".
+        Every value is checked before any is pushed.
+        """
+        jobs = self._many(values, at, priority, attempts, expires_at)
+        return self._home._push_many(self, jobs, store)
+
+    async def apush_many(
+        self,
+        values: Iterable[T],
+        *,
+        at: datetime | None = None,
+        store: Store | None = None,
+        priority: int | None = None,
+        attempts: int | None = None,
+        expires_at: datetime | None = None,
+    ) -> list[str]:
+        """``push_many``, from async code: the store is called in a thread."""
+        jobs = self._many(values, at, priority, attempts, expires_at)
+        return await self._home._apush_many(self, jobs, store)
+
+    def _many(
+        self,
+        values: Iterable[T],
+        at: datetime | None,
+        priority: int | None,
+        attempts: int | None,
+        expires_at: datetime | None,
+    ) -> list[Job]:
+        run_at = datetime.now(UTC) if at is None else utc(at)
+        return [self._job(value, run_at, priority, attempts, expires_at) for value in values]
 
     def schedule(self, schedule: Schedule, value: T) -> None:
         """Have the queue push a job of this kind, with ``value``, at each time of ``schedule``.

@@ -25,6 +25,7 @@ from jobq.store import (
     CancelStore,
     CarryStore,
     LatestStore,
+    PushManyStore,
     ScheduleStore,
     StatusStore,
     Store,
@@ -175,6 +176,34 @@ class Queue:
         if pushed and target is self.store:
             self._pushed(job)
         return job.id if pushed else ""
+
+    def _push_many(self, kind: Kind[Any], jobs: list[Job], store: Store | None) -> list[str]:
+        target = self._ready_many(kind, jobs, store)
+        pushed = _push_many_to(target, kind.options, jobs)
+        return self._pushed_many(target, jobs, pushed)
+
+    async def _apush_many(self, kind: Kind[Any], jobs: list[Job], store: Store | None) -> list[str]:
+        target = self._ready_many(kind, jobs, store)
+        calls = self._calls if target is self.store else StoreCalls(target)
+        pushed = await calls.call(_push_many_to, target, kind.options, jobs)
+        return self._pushed_many(target, jobs, pushed)
+
+    def _ready_many(self, kind: Kind[Any], jobs: list[Job], store: Store | None) -> Store:
+        """The store to push ``jobs`` through, checked, and each job carrying this context."""
+        target = self.store if store is None else self._target(kind, store)
+        if any(job.expires_at is not None for job in jobs):
+            _check_expires(kind, target)
+        if self.carry and _has(type(target), CarryStore):
+            context = carried(self.carry)  # the same for each: the one pushing context
+            for job in jobs:
+                job.carried = context
+        return target
+
+    def _pushed_many(self, target: Store, jobs: list[Job], pushed: list[bool]) -> list[str]:
+        if target is self.store and any(pushed):
+            # One wake, for the soonest: the queue claims the rest as it goes.
+            self._pushed(min((j for j, was in zip(jobs, pushed, strict=True) if was), key=_due))
+        return [job.id if was else "" for job, was in zip(jobs, pushed, strict=True)]
 
     def _carry(self, job: Job, store: Store) -> None:
         if self.carry and _has(type(store), CarryStore):
@@ -328,6 +357,19 @@ def _check_expires(kind: Kind[Any], store: Store) -> None:
             f"kind {kind.name!r}: expires_at needs a store that is a jobq.CancelStore "
             f"(with expire), and {type(store).__name__} is not; nothing was pushed"
         )
+
+
+def _due(job: Job) -> datetime:
+    return job.run_at
+
+
+def _push_many_to(store: Store, options: Options, jobs: list[Job]) -> list[bool]:
+    """Push ``jobs`` in a few statements where the store can, else one by one."""
+    if not jobs:
+        return []
+    if isinstance(store, PushManyStore):
+        return store.push_many(jobs, options.latest)
+    return [_push_to(store, options, job) for job in jobs]
 
 
 @functools.cache

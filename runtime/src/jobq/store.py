@@ -31,6 +31,7 @@ __all__ = [
     "NotifyStore",
     "OneAtATimeStore",
     "PauseStore",
+    "PushManyStore",
     "RenewStore",
     "ScheduleStore",
     "SnoozeStore",
@@ -181,6 +182,25 @@ class CancelStore(FailedStore, Protocol):
     def discard(self, ids: Sequence[str] | None = None) -> int:
         """Delete, for good, those of ``ids`` that ended (failed, cancelled or expired), or every
         job that ended when ``ids`` is None; say how many. A job that waits or runs is left."""
+        ...
+
+
+@runtime_checkable
+class PushManyStore(Store, Protocol):
+    """A Store that pushes many jobs in a few statements, all of them or none."""
+
+    def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
+        """Keep each of ``jobs``, in order, as one push each would, and set each ``job.id``;
+        say for each whether it was pushed.
+
+        A job without a key is pushed as ``push`` pushes it: the store's IDs
+        follow the order given. A job with a ``key`` is pushed as ``push_unique``
+        would, one after another: one whose kind and key wait already (pushed
+        before, or earlier in ``jobs``) pushes nothing, gets the waiting job's
+        ID, and says False; with ``latest``, as ``push_latest`` would: the
+        waiting job moves to its ``run_at``, and it says True. One transaction
+        (or the app's, bound): a failure pushes none of them.
+        """
         ...
 
 

@@ -30,8 +30,10 @@ from jobq.stats import KindStats
 from jobq.status import State, Status
 
 __all__ = [
+    "BATCH",
     "COLUMNS",
     "JOB_COLUMNS",
+    "MANY_COLUMNS",
     "STATUS_COLUMNS",
     "Statements",
     "Through",
@@ -43,6 +45,9 @@ __all__ = [
     "ids",
     "insert",
     "job",
+    "many",
+    "many_columns",
+    "many_numbered",
     "ms",
     "numbered",
     "put_back",
@@ -96,6 +101,49 @@ def insert(job: Job) -> dict[str, Any]:
         "max_attempts": job.max_attempts or None,
         "expires_at": None if job.expires_at is None else ms(job.expires_at),
     }
+
+
+# The columns of a plain push of many (``many``): a plain push keeps no unique key.
+MANY_COLUMNS = (
+    "kind, payload, run_at, alone_key, at_once, carried, priority, max_attempts, expires_at"
+)
+BATCH = 1000  # jobs a statement of a push of many: its parameters stay well inside every limit
+
+
+def many(jobs: Sequence[Job]) -> list[tuple[Any, ...]]:
+    """Each job's values for ``MANY_COLUMNS``, as ``insert`` makes them, in order."""
+    names = MANY_COLUMNS.split(", ")
+    return [tuple(values[name] for name in names) for values in map(insert, jobs)]
+
+
+def many_columns(jobs: Sequence[Job]) -> dict[str, list[Any]]:
+    """``many``'s values a column: each of ``MANY_COLUMNS`` named, with the jobs' values
+    in order (for a statement that unnests one array a column)."""
+    names = MANY_COLUMNS.split(", ")
+    columns: dict[str, list[Any]] = {name: [] for name in names}
+    for values in map(insert, jobs):
+        for name in names:
+            columns[name].append(values[name])
+    return columns
+
+
+def many_numbered(jobs: Sequence[Job]) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """``many``'s values for a multi-row VALUES: the columns whose values differ between the
+    jobs, each named by column and place (``payload0, payload1, ...``), and the rest once, by
+    column (``kind``): the jobs of one ``push_many`` share all but their values, and a
+    driver that escapes each parameter in Python escapes a ninth as many."""
+    names = MANY_COLUMNS.split(", ")
+    found = many(jobs)
+    varying = tuple(
+        name for n, name in enumerate(names) if any(row[n] != found[0][n] for row in found)
+    )
+    params: dict[str, Any] = {}
+    for n, name in enumerate(names):
+        if name in varying:
+            params.update((f"{name}{i}", row[n]) for i, row in enumerate(found))
+        else:
+            params[name] = found[0][n] if found else None
+    return varying, params
 
 
 def numbered(

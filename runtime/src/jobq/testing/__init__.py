@@ -17,7 +17,7 @@ of one mixin a family, for a store that wants only some: StorePromises,
 FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
 LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
 HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises,
-CancelStorePromises, PauseStorePromises, BatchStorePromises,
+CancelStorePromises, PauseStorePromises, PushManyStorePromises, BatchStorePromises,
 RenewStorePromises, CarryStorePromises, StatsStorePromises, StatusStorePromises
 and ClaimantPromises (``StoreSuiteInBrief`` runs one test of each, for a quick
 look). Its times are fixed, whole milliseconds, far from now, so that no store
@@ -60,6 +60,7 @@ from jobq.testing._hold_back import HoldBackStorePromises
 from jobq.testing._latest import LatestStorePromises
 from jobq.testing._one_at_a_time import OneAtATimeStorePromises
 from jobq.testing._pause import PauseStorePromises
+from jobq.testing._push_many import PushManyStorePromises
 from jobq.testing._renew import RenewStorePromises
 from jobq.testing._schedule import ScheduleStorePromises
 from jobq.testing._snooze import SnoozeStorePromises
@@ -85,6 +86,7 @@ __all__ = [
     "MemoryStore",
     "OneAtATimeStorePromises",
     "PauseStorePromises",
+    "PushManyStorePromises",
     "RenewStorePromises",
     "ScheduleStorePromises",
     "SnoozeStorePromises",
@@ -111,6 +113,7 @@ class StoreSuite(
     SnoozeStorePromises,
     CancelStorePromises,
     PauseStorePromises,
+    PushManyStorePromises,
     BatchStorePromises,
     RenewStorePromises,
     CarryStorePromises,

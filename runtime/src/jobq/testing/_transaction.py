@@ -33,6 +33,7 @@ _EXTRAS = (
     "pause",
     "paused",
     "push_latest",
+    "push_many",
     "push_scheduled",
     "push_unique",
     "renew",

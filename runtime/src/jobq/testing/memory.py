@@ -252,23 +252,27 @@ class MemoryStore:
 
     def push_unique(self, job: Job) -> bool:
         with self._lock:
-            waiting = self._unique.get((job.kind, job.key)) if job.key else None
-            if waiting is not None:
-                job.id = waiting
-                return False
-            self._push(job, unique=bool(job.key))
-            return True
+            return self._push_unique(job)
 
     def push_latest(self, job: Job) -> None:
         with self._lock:
-            waiting = self._unique.get((job.kind, job.key)) if job.key else None
-            if waiting is None:
-                self._push(job, unique=bool(job.key))
-                return
-            row = self._rows[waiting]
-            row.job.run_at = job.run_at
-            self._wait(row)
-            job.id = waiting
+            self._push_latest(job)
+
+    # PushManyStore
+
+    def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
+        pushed = []
+        with self._lock:
+            for job in jobs:
+                if not job.key:
+                    self._push(job, unique=False)
+                    pushed.append(True)
+                elif latest:
+                    self._push_latest(job)
+                    pushed.append(True)
+                else:
+                    pushed.append(self._push_unique(job))
+        return pushed
 
     def keeps_one_at_a_time(self) -> None:
         """Does nothing: a claim passes over a job whose kind and key a claim holds."""
@@ -372,6 +376,24 @@ class MemoryStore:
         if unique:
             self._unique[(job.kind, job.key)] = job.id
         self._wait(row)
+
+    def _push_unique(self, job: Job) -> bool:
+        waiting = self._unique.get((job.kind, job.key)) if job.key else None
+        if waiting is not None:
+            job.id = waiting
+            return False
+        self._push(job, unique=bool(job.key))
+        return True
+
+    def _push_latest(self, job: Job) -> None:
+        waiting = self._unique.get((job.kind, job.key)) if job.key else None
+        if waiting is None:
+            self._push(job, unique=bool(job.key))
+            return
+        row = self._rows[waiting]
+        row.job.run_at = job.run_at
+        self._wait(row)
+        job.id = waiting
 
     def _wait(self, row: _Row) -> None:
         row.gen += 1
