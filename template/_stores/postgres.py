@@ -328,21 +328,40 @@ _PUSH_UNIQUE = f"""
 
 _WAITING = "SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
-# A push of many, up to rows.BATCH: one array a column, unnested in order; the IDs
-# come back in the order the rows went in. One NOTIFY for the statement.
-_PUSH_MANY = f"""
-    WITH pushed AS (
-        INSERT INTO jobs ({rows.MANY_COLUMNS})
-        SELECT {rows.MANY_COLUMNS} FROM unnest(
-            CAST(:kind AS text[]), CAST(:payload AS text[]), CAST(:run_at AS bigint[]),
-            CAST(:alone_key AS text[]), CAST(:at_once AS integer[]),
-            CAST(:carried AS text[]), CAST(:priority AS integer[]),
-            CAST(:max_attempts AS integer[]), CAST(:expires_at AS bigint[])
-        ) WITH ORDINALITY AS given ({rows.MANY_COLUMNS}, n) ORDER BY n
-        RETURNING id
-    ), told AS (SELECT pg_notify('{_CHANNEL}', (CAST(:kind AS text[]))[1]))
-    SELECT id FROM pushed, told ORDER BY id
-    """
+# A push of many, up to rows.BATCH: one array for each column whose values differ
+# (``varying``: the payload, at least), unnested in order, and one value for each
+# of the rest; the IDs come back in the order the rows went in. One NOTIFY.
+_TYPES = {
+    "kind": "text",
+    "payload": "text",
+    "run_at": "bigint",
+    "alone_key": "text",
+    "at_once": "integer",
+    "carried": "text",
+    "priority": "integer",
+    "max_attempts": "integer",
+    "expires_at": "bigint",
+}
+
+
+@functools.cache
+def _push_many(varying: tuple[str, ...]) -> str:
+    arrays = ", ".join(f"CAST(:{name} AS {_TYPES[name]}[])" for name in varying)
+    values = ", ".join(
+        f"given.{name}" if name in varying else f"CAST(:{name} AS {_TYPES[name]})"
+        for name in rows.MANY_COLUMNS.split(", ")
+    )
+    return f"""
+        WITH pushed AS (
+            INSERT INTO jobs ({rows.MANY_COLUMNS})
+            SELECT {values}
+            FROM unnest({arrays}) WITH ORDINALITY AS given ({", ".join(varying)}, n)
+            ORDER BY n
+            RETURNING id, kind
+        ), told AS (SELECT pg_notify('{_CHANNEL}', kind) FROM pushed LIMIT 1)
+        SELECT id FROM pushed, told ORDER BY id
+        """
+
 
 # The job that waits with the key moves to the push's time, and nothing else
 # of it. A claim that took it first cleared its key: then a new job goes in.
@@ -700,8 +719,9 @@ class Jobs:
             if all(not job.key for job in jobs):
                 for start in range(0, len(jobs), rows.BATCH):
                     batch = jobs[start : start + rows.BATCH]
-                    params = rows.many_columns(batch)
-                    for job, (id,) in zip(batch, sql.rows(_PUSH_MANY, params), strict=True):
+                    varying, params = rows.many(batch)
+                    found = sql.rows(_push_many(varying), params)
+                    for job, (id,) in zip(batch, found, strict=True):
                         job.id = str(id)
                 return [True] * len(jobs)
             # A unique kind's: one statement each, in the one transaction.

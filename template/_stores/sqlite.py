@@ -575,7 +575,7 @@ class Jobs:
             if all(not job.key for job in jobs):
                 for start in range(0, len(jobs), rows.BATCH):
                     batch = jobs[start : start + rows.BATCH]
-                    found = sql.rows(_PUSH_MANY, {"jobs": json.dumps(rows.many(batch))})
+                    found = sql.rows(_PUSH_MANY, {"jobs": json.dumps(rows.many_rows(batch))})
                     for job, (id,) in zip(batch, sorted(found), strict=True):
                         job.id = str(id)
                 return [True] * len(jobs)

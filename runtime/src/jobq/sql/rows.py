@@ -46,8 +46,8 @@ __all__ = [
     "insert",
     "job",
     "many",
-    "many_columns",
     "many_numbered",
+    "many_rows",
     "ms",
     "numbered",
     "put_back",
@@ -110,40 +110,46 @@ MANY_COLUMNS = (
 BATCH = 1000  # jobs a statement of a push of many: its parameters stay well inside every limit
 
 
-def many(jobs: Sequence[Job]) -> list[tuple[Any, ...]]:
-    """Each job's values for ``MANY_COLUMNS``, as ``insert`` makes them, in order."""
-    names = MANY_COLUMNS.split(", ")
-    return [tuple(values[name] for name in names) for values in map(insert, jobs)]
+def many(jobs: Sequence[Job]) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The values of a push of many, for ``MANY_COLUMNS``: the columns whose values differ
+    between the jobs (``payload`` always), each named by its column with a list of the jobs'
+    values in order, and the rest by column with the one value they share.
 
-
-def many_columns(jobs: Sequence[Job]) -> dict[str, list[Any]]:
-    """``many``'s values a column: each of ``MANY_COLUMNS`` named, with the jobs' values
-    in order (for a statement that unnests one array a column)."""
+    The jobs of one ``push_many`` share all but their values: a statement that takes
+    one array (or a parameter a row) for those that differ, and one value for the
+    rest, has its driver dump or escape about a ninth as many values.
+    """
     names = MANY_COLUMNS.split(", ")
     columns: dict[str, list[Any]] = {name: [] for name in names}
     for values in map(insert, jobs):
         for name in names:
             columns[name].append(values[name])
-    return columns
+    varying = tuple(
+        name
+        for name in names
+        if name == "payload" or any(value != columns[name][0] for value in columns[name])
+    )
+    params = {name: got if name in varying else got[0] for name, got in columns.items()}
+    return varying, params
+
+
+def many_rows(jobs: Sequence[Job]) -> list[tuple[Any, ...]]:
+    """Each job's values for ``MANY_COLUMNS``, in order, as ``insert`` makes them."""
+    names = MANY_COLUMNS.split(", ")
+    return [tuple(values[name] for name in names) for values in map(insert, jobs)]
 
 
 def many_numbered(jobs: Sequence[Job]) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """``many``'s values for a multi-row VALUES: the columns whose values differ between the
-    jobs, each named by column and place (``payload0, payload1, ...``), and the rest once, by
-    column (``kind``): the jobs of one ``push_many`` share all but their values, and a
-    driver that escapes each parameter in Python escapes a ninth as many."""
-    names = MANY_COLUMNS.split(", ")
-    found = many(jobs)
-    varying = tuple(
-        name for n, name in enumerate(names) if any(row[n] != found[0][n] for row in found)
-    )
-    params: dict[str, Any] = {}
-    for n, name in enumerate(names):
+    """``many``'s values for a multi-row VALUES: each varying column's named by its place too
+    (``payload0, payload1, ...``), the shared ones once (``kind``)."""
+    varying, params = many(jobs)
+    numbered: dict[str, Any] = {}
+    for name, value in params.items():
         if name in varying:
-            params.update((f"{name}{i}", row[n]) for i, row in enumerate(found))
+            numbered.update((f"{name}{i}", one) for i, one in enumerate(value))
         else:
-            params[name] = found[0][n] if found else None
-    return varying, params
+            numbered[name] = value
+    return varying, numbered
 
 
 def numbered(
