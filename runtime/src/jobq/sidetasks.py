@@ -52,6 +52,9 @@ class SideTasks:
         calls, poll = self._run.calls, self._run.queue.poll
         failing = False
         while True:
+            # A poll first: not among the first claims, when each connection and statement
+            # is new (a job expired while no queue ran ends as it is claimed).
+            await asyncio.sleep(poll)
             try:
                 expired = await calls.call(store.expire, datetime.now(UTC))
             except StoreError as e:  # down: one line until it is back, beside the claims'
@@ -62,7 +65,6 @@ class SideTasks:
                 failing = False
                 if expired:
                     say(logging.INFO, "jobs expired before they started", expired=expired)
-            await asyncio.sleep(poll)
 
     async def listen(self) -> Callable[[], None] | None:
         """With a NotifyStore, a push on any instance wakes this one at once.
