@@ -249,3 +249,22 @@ class _Told:
         while len(self.runs) < n:
             self._told.clear()
             await asyncio.wait_for(self._told.wait(), LIVENESS)
+
+
+async def test_a_drain_cancels_an_async_handler_cancelled_as_it_runs(store: MemoryStore) -> None:
+    seen = _Told()
+    q = jobq.Queue(store, observe=seen)
+    stopped: list[bool] = []
+
+    @q.kind("long")
+    async def long(n: int) -> None:
+        assert store.cancel(jobq.current_job().id, datetime.now(UTC)) == "asked"
+        try:
+            await asyncio.sleep(LIVENESS)
+        finally:
+            stopped.append(True)
+
+    long.push(1)
+    assert await asyncio.wait_for(q.adrain(), LIVENESS / 2) == 1
+    assert stopped == [True]
+    assert [r.outcome for r in seen.runs] == [jobq.Outcome.CANCELLED]

@@ -167,7 +167,8 @@ class Attempts:
         finally:
             give()
             self._held.pop(job.id)
-            self._running.discard(task)
+            if self._running.get(job.id) is task:
+                del self._running[job.id]
             if self._asked:
                 self._asked.discard(job.id)
 

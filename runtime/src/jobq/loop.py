@@ -186,7 +186,7 @@ class Loop:
         task = run.loop.create_task(
             self._attempts.work(job, give, claimed), name=f"jobq job {job.id}"
         )
-        run.running.add(task)
+        run.running[job.id] = task
 
     def _check_stale(self) -> None:
         """Give back the jobs buffered too long (their workers are held up); look again later."""
@@ -242,7 +242,7 @@ class Loop:
         # The buffered jobs never started: back at once, for another instance or the next start.
         for job in self._buffer.clear():
             self._give_back(job, "stopped with the queue before it ran")
-        running = set(self._run.running)
+        running = set(self._run.running.values())
         if running:
             grace = self._run.queue.grace
             say(logging.INFO, "the queue is stopping", running=len(running), grace=grace)
@@ -271,6 +271,7 @@ async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
             run.held.add(job, now + run.hold, run.renew_for(job))
             # A task of its own: the job runs in a copy of the caller's context.
             task = asyncio.create_task(attempts.work(job, _nothing, now), name=f"jobq job {job.id}")
+            run.running[job.id] = task  # where a cancel of the job finds it
             ran += await task
             await attempts.outcomes.kept_all()
     finally:

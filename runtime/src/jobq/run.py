@@ -92,7 +92,8 @@ class Run:
         # The timeouts of the handlers running now: a stop past the grace cuts them short,
         # so only a handler is ever interrupted, never the keeping of its outcome.
         self.deadlines = Deadlines(self.loop)
-        self.running: set[asyncio.Task[bool]] = set()  # each job's task, until it ends
+        # Each running job's task, by the job's ID, until it ends: a cancel finds it here.
+        self.running: dict[str, asyncio.Task[bool]] = {}
 
     def _asked_found(self, ids: list[str]) -> None:
         """From the holds' thread: these jobs were cancelled; stop them on the loop."""
@@ -103,9 +104,9 @@ class Run:
         cancelled, a plain function sees ``jobq.cancelled()``, and a job not yet started
         (buffered) ends unrun as it starts; each is settled as cancelled."""
         self.asked.update(ids)
-        names = {f"jobq job {id}" for id in ids}  # a cancel is rare: a search of the running
-        for task in self.running:
-            if task.get_name() in names:
+        for id in ids:
+            task = self.running.get(id)
+            if task is not None:
                 self.deadlines.ask(task)
 
     def renew_for(self, job: Job) -> float:
