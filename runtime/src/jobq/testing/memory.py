@@ -169,13 +169,7 @@ class MemoryStore:
             if _holds(row, now):
                 job.cancel_asked = job.cancel_asked or now
                 return "asked"
-            if row.held_until is not None:
-                self._let_go(row)  # its hold ran out: the lost claim's late settle finds nothing
-            if row.unique:
-                del self._unique[(job.kind, job.key)]  # the next push of the key is a new job
-                row.unique = False
-            row.gen += 1  # its heap entries are stale: no claim takes it
-            job.ended, job.failed_at = "cancelled", now
+            self._end_waiting(row, "cancelled", now)
             return "cancelled"
 
     def cancelled(self) -> list[Job]:
@@ -196,24 +190,17 @@ class MemoryStore:
     def expire(self, now: datetime) -> int:
         with self._lock:
             expired = [
-                row
+                (row, at)
                 for row in self._rows.values()
-                if row.job.expires_at is not None
-                and row.job.expires_at <= now
+                if (at := row.job.expires_at) is not None
+                and at <= now
                 and row.job.failed_at is None
                 and not row.job.attempts
                 and not row.job.snoozes
                 and not _holds(row, now)
             ]
-            for row in expired:
-                job = row.job
-                if row.held_until is not None:
-                    self._let_go(row)
-                if row.unique:
-                    del self._unique[(job.kind, job.key)]
-                    row.unique = False
-                row.gen += 1
-                job.ended, job.failed_at = "expired", job.expires_at
+            for row, at in expired:
+                self._end_waiting(row, "expired", at)
             return len(expired)
 
     def asked(self, ids: Sequence[str]) -> list[str]:
@@ -376,6 +363,17 @@ class MemoryStore:
         if unique:
             self._unique[(job.kind, job.key)] = job.id
         self._wait(row)
+
+    def _end_waiting(self, row: _Row, how: str, at: datetime) -> None:
+        """End a job no claim holds (one whose hold ran out included) as ``how``, at ``at``."""
+        job = row.job
+        if row.held_until is not None:
+            self._let_go(row)  # its hold ran out: the lost claim's late settle finds nothing
+        if row.unique:
+            del self._unique[(job.kind, job.key)]  # the next push of the key is a new job
+            row.unique = False
+        row.gen += 1  # its heap entries are stale: no claim takes it
+        job.ended, job.failed_at = how, at
 
     def _push_unique(self, job: Job) -> bool:
         waiting = self._unique.get((job.kind, job.key)) if job.key else None
