@@ -495,17 +495,19 @@ class Jobs:
         return [rows.job(row) for row in found]
 
     def run_again(self, id: str, at: datetime) -> bool:
-        if not rows.ids([id]):
+        key = rows.row_id(id)
+        if key is None:
             return False  # not an ID this table gives out, so not one of its jobs
-        params = {"id": int(id), "run_at": rows.ms(at)}
+        params = {"id": key, "run_at": rows.ms(at)}
         return self._db.run(lambda sql: sql.count(_RUN_AGAIN, params), alone=True) > 0
 
     # CancelStore
 
     def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
-        if not rows.ids([id]):
+        key = rows.row_id(id)
+        if key is None:
             return None
-        params = {"id": int(id), "now": rows.ms(now)}
+        params = {"id": key, "now": rows.ms(now)}
 
         def work(sql: Statements) -> Literal["cancelled", "asked"] | None:
             found = sql.rows(_CANCELLING, params)
@@ -603,16 +605,12 @@ class Jobs:
 
     def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
         def push(sql: Statements) -> list[bool]:
-            if all(not job.key for job in jobs):
-                for start in range(0, len(jobs), rows.BATCH):
-                    batch = jobs[start : start + rows.BATCH]
-                    varying, params = rows.many_numbered(batch)
-                    first = sql.insert(_push_many(len(batch), varying), params)
-                    for n, job in enumerate(batch):
-                        job.id = str(first + n)
-                return [True] * len(jobs)
-            # A unique kind's: one statement each, in the one transaction.
-            return [_push_one(sql, job, latest) for job in jobs]
+            def batch(part: Sequence[Job]) -> range:
+                varying, params = rows.many_numbered(part)
+                first = sql.insert(_push_many(len(part), varying), params)
+                return range(first, first + len(part))
+
+            return rows.push_many(jobs, batch, lambda job: _push_one(sql, job, latest))
 
         return self._db.run(push) if jobs else []
 
@@ -662,9 +660,10 @@ class Jobs:
     # StatusStore
 
     def status(self, id: str, now: datetime) -> jobq.Status | None:
-        if not rows.ids([id]):
+        key = rows.row_id(id)
+        if key is None:
             return None
-        found = self._db.run(lambda sql: sql.rows(_STATUS, {"id": int(id)}), alone=True)
+        found = self._db.run(lambda sql: sql.rows(_STATUS, {"id": key}), alone=True)
         return rows.status(found, now)
 
     # StatsStore
@@ -747,11 +746,8 @@ def _latest_locked(job: Job) -> jobq.StoreLocked:
 
 
 def _push_one(sql: Statements, job: Job, latest: bool) -> bool:
-    """One job of a push of many with keys, as ``push``, ``push_latest`` or ``push_unique``
-    would push it, in the transaction ``sql`` runs in."""
-    if not job.key:
-        job.id = str(sql.insert(_PUSH, {**rows.insert(job), "unique_key": None}))
-        return True
+    """A unique kind's job of a push of many, as ``push_latest`` or ``push_unique`` would push
+    it, in the transaction ``sql`` runs in."""
     params = rows.insert(job)
     if not latest:
         id, pushed = mysql.insert_unique(sql, _PUSH, _WAITING, params)

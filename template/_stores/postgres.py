@@ -656,19 +656,20 @@ class Jobs:
         return [rows.job(row) for row in self._db.run(lambda sql: sql.rows(_FAILED, {}))]
 
     def run_again(self, id: str, at: datetime) -> bool:
-        if not rows.ids([id]):
+        key = rows.row_id(id)
+        if key is None:
             return False  # not an ID this table gives out, so not one of its jobs
-        params = {"id": int(id), "run_at": rows.ms(at)}
+        params = {"id": key, "run_at": rows.ms(at)}
         return self._db.run(lambda sql: sql.count(_RUN_AGAIN, params)) > 0
 
     # CancelStore
 
     def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
-        if not rows.ids([id]):
+        key = rows.row_id(id)
+        if key is None:
             return None
-        params = {"id": int(id), "now": rows.ms(now)}
-        found = self._db.run(lambda sql: sql.rows(_CANCEL, params))
-        return None if not found else "asked" if found[0][0] is None else "cancelled"
+        params = {"id": key, "now": rows.ms(now)}
+        return rows.cancel_said(self._db.run(lambda sql: sql.rows(_CANCEL, params)))
 
     def cancelled(self) -> list[Job]:
         return [rows.job(row) for row in self._db.run(lambda sql: sql.rows(_CANCELLED, {}))]
@@ -716,16 +717,11 @@ class Jobs:
 
     def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
         def push(sql: rows.Statements) -> list[bool]:
-            if all(not job.key for job in jobs):
-                for start in range(0, len(jobs), rows.BATCH):
-                    batch = jobs[start : start + rows.BATCH]
-                    varying, params = rows.many(batch)
-                    found = sql.rows(_push_many(varying), params)
-                    for job, (id,) in zip(batch, found, strict=True):
-                        job.id = str(id)
-                return [True] * len(jobs)
-            # A unique kind's: one statement each, in the one transaction.
-            return [_push_one(sql, job, latest) for job in jobs]
+            def batch(part: Sequence[Job]) -> list[int]:
+                varying, params = rows.many(part)
+                return [id for (id,) in sql.rows(_push_many(varying), params)]
+
+            return rows.push_many(jobs, batch, lambda job: _push_one(sql, job, latest))
 
         return self._db.run(push) if jobs else []
 
@@ -774,10 +770,10 @@ class Jobs:
     # StatusStore
 
     def status(self, id: str, now: datetime) -> jobq.Status | None:
-        if not rows.ids([id]):
+        key = rows.row_id(id)
+        if key is None:
             return None
-        found = self._db.run(lambda sql: sql.rows(_STATUS, {"id": int(id)}))
-        return rows.status(found, now)
+        return rows.status(self._db.run(lambda sql: sql.rows(_STATUS, {"id": key})), now)
 
     # StatsStore
 
@@ -803,12 +799,9 @@ class Jobs:
 
 
 def _push_one(sql: rows.Statements, job: Job, latest: bool) -> bool:
-    """One job of a push of many with keys, as ``push``, ``push_latest`` or ``push_unique``
-    would push it, in the transaction ``sql`` runs in."""
+    """A unique kind's job of a push of many, as ``push_latest`` or ``push_unique`` would push
+    it, in the transaction ``sql`` runs in."""
     params = rows.insert(job)
-    if not job.key:
-        job.id = str(sql.rows(_PUSH, {**params, "unique_key": None})[0][0])
-        return True
     if latest:
         job.id = str(sql.rows(_PUSH_LATEST, params)[0][0])
         return True

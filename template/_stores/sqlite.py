@@ -512,19 +512,20 @@ class Jobs:
         return [rows.job(row) for row in self._db.read(lambda sql: sql.rows(_FAILED, {}))]
 
     def run_again(self, id: str, at: datetime) -> bool:
-        if not rows.ids([id]):
+        key = rows.row_id(id)
+        if key is None:
             return False  # not an ID this table gives out (nor SQLite holds), so not its job's
-        params = {"id": int(id), "run_at": rows.ms(at)}
+        params = {"id": key, "run_at": rows.ms(at)}
         return self._db.write(lambda sql: sql.count(_RUN_AGAIN, params) > 0)
 
     # CancelStore
 
     def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
-        if not rows.ids([id]):
+        key = rows.row_id(id)
+        if key is None:
             return None
-        params = {"id": int(id), "now": rows.ms(now)}
-        found = self._db.write(lambda sql: sql.rows(_CANCEL, params))
-        return None if not found else "asked" if found[0][0] is None else "cancelled"
+        params = {"id": key, "now": rows.ms(now)}
+        return rows.cancel_said(self._db.write(lambda sql: sql.rows(_CANCEL, params)))
 
     def cancelled(self) -> list[Job]:
         return [rows.job(row) for row in self._db.read(lambda sql: sql.rows(_CANCELLED, {}))]
@@ -572,26 +573,13 @@ class Jobs:
 
     def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
         def push(sql: rows.Statements) -> list[bool]:
-            if all(not job.key for job in jobs):
-                for start in range(0, len(jobs), rows.BATCH):
-                    batch = jobs[start : start + rows.BATCH]
-                    found = sql.rows(_PUSH_MANY, {"jobs": json.dumps(rows.many_rows(batch))})
-                    for job, (id,) in zip(batch, sorted(found), strict=True):
-                        job.id = str(id)
-                return [True] * len(jobs)
-            pushed = []  # a unique kind's: one statement each, in the one transaction
-            for job in jobs:
-                if not job.key:
-                    job.id = str(sql.rows(_PUSH, rows.insert(job))[0][0])
-                    pushed.append(True)
-                elif latest:
-                    job.id = str(sql.rows(_PUSH_LATEST, rows.insert(job))[0][0])
-                    pushed.append(True)
-                else:
-                    pushed.append(_push_unique(sql, job))
-            return pushed
+            def batch(part: Sequence[Job]) -> list[int]:
+                found = sql.rows(_PUSH_MANY, {"jobs": json.dumps(rows.many_rows(part))})
+                return sorted(id for (id,) in found)
 
-        return self._db.write(push)
+            return rows.push_many(jobs, batch, lambda job: _push_one(sql, job, latest))
+
+        return self._db.write(push) if jobs else []
 
     # OneAtATimeStore, AtOnceStore: kept by the claim (see _MAY and _RANKED)
 
@@ -638,10 +626,10 @@ class Jobs:
     # StatusStore
 
     def status(self, id: str, now: datetime) -> jobq.Status | None:
-        if not rows.ids([id]):
+        key = rows.row_id(id)
+        if key is None:
             return None
-        found = self._db.read(lambda sql: sql.rows(_STATUS, {"id": int(id)}))
-        return rows.status(found, now)
+        return rows.status(self._db.read(lambda sql: sql.rows(_STATUS, {"id": key})), now)
 
     # StatsStore
 
@@ -657,6 +645,15 @@ class Jobs:
             return sql.count(_PRUNE, {"before": rows.ms(before)})
 
         return self._db.write(prune)
+
+
+def _push_one(sql: rows.Statements, job: Job, latest: bool) -> bool:
+    """A unique kind's job of a push of many, as ``push_latest`` or ``push_unique`` would
+    push it, in the transaction ``sql`` runs in."""
+    if latest:
+        job.id = str(sql.rows(_PUSH_LATEST, rows.insert(job))[0][0])
+        return True
+    return _push_unique(sql, job)
 
 
 def _push_unique(sql: rows.Statements, job: Job) -> bool:

@@ -23,7 +23,7 @@ import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from jobq.job import Claimant, Job
 from jobq.stats import KindStats
@@ -38,6 +38,7 @@ __all__ = [
     "Statements",
     "Through",
     "at",
+    "cancel_said",
     "claimant",
     "clause",
     "ended",
@@ -50,7 +51,9 @@ __all__ = [
     "many_rows",
     "ms",
     "numbered",
+    "push_many",
     "put_back",
+    "row_id",
     "stats",
     "status",
 ]
@@ -195,10 +198,49 @@ def stats(found: Iterable[Sequence[Any]]) -> list[KindStats]:
     ]
 
 
+def row_id(given: str) -> int | None:
+    """``given`` as the integer ID a store's table keeps, or None when no table gives it out
+    (not a decimal number, or past what a BIGINT holds): it names no job."""
+    if not (given.isascii() and given.isdecimal()):
+        return None
+    id = int(given)
+    return id if id < 2**63 else None
+
+
 def ids(given: Iterable[str]) -> list[int]:
     """Of ``given``, each that a store's table could have given out, as an integer, once and
     sorted (the order rows lock in): any other names no job, and is left out, not refused."""
-    return sorted({int(id) for id in given if id.isascii() and id.isdecimal() and int(id) < 2**63})
+    return sorted({id for id in map(row_id, given) if id is not None})
+
+
+def cancel_said(found: Sequence[Sequence[Any]]) -> Literal["cancelled", "asked"] | None:
+    """What ``CancelStore.cancel`` says from the row its statement returned, ``(ended,)``:
+    None for none (the job had ended, or never was); "asked" while a claim holds it
+    (``ended`` left NULL); else "cancelled"."""
+    if not found:
+        return None
+    return "asked" if found[0][0] is None else "cancelled"
+
+
+def push_many(
+    jobs: Sequence[Job],
+    batch: Callable[[Sequence[Job]], Iterable[int]],
+    one: Callable[[Job], bool],
+) -> list[bool]:
+    """``PushManyStore.push_many`` in the store's one transaction, from its two ways to push.
+
+    Jobs without keys go ``BATCH`` at a time to ``batch``, which inserts them and gives
+    their IDs in the order given; a job with a key goes alone to ``one``, which pushes it
+    as ``push_unique`` or ``push_latest`` would and says whether it did. Where any job has
+    a key, each goes on its own, in order (one without a key as a batch of one).
+    """
+    if any(job.key for job in jobs):
+        return [one(job) if job.key else _alone(job, batch) for job in jobs]
+    for start in range(0, len(jobs), BATCH):
+        part = jobs[start : start + BATCH]
+        for job, id in zip(part, batch(part), strict=True):
+            job.id = str(id)
+    return [True] * len(jobs)
 
 
 # What a status reads of a job: every column a job is read back with, then its hold and
@@ -248,6 +290,12 @@ def ended(job: Job, ran: bool) -> dict[str, Any]:
         "failed_at": ms(job.failed_at or datetime.now(UTC)),
         "error": job.error,
     }
+
+
+def _alone(job: Job, batch: Callable[[Sequence[Job]], Iterable[int]]) -> bool:
+    (id,) = batch([job])
+    job.id = str(id)
+    return True
 
 
 def put_back(job: Job, snoozed_until: datetime | None = None) -> dict[str, Any]:

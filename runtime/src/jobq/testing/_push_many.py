@@ -91,3 +91,15 @@ class PushManyStorePromises:
         claimed = store.claim(at(55), at(355))
         assert claimed is not None
         assert (claimed.id, claimed.run_at) == (waiting.id, at(50)), "moved to its new time"
+
+    def test_jobs_with_and_without_keys_in_one_push_are_each_pushed_as_alone(
+        self, store: Store
+    ) -> None:
+        many = _many_store(store)
+        keyed_store(store)
+        jobs = [job(kind="sync", key="a"), job(kind="sync"), job(kind="sync", key="a")]
+        assert many.push_many(jobs) == [True, True, False]
+        assert jobs[2].id == jobs[0].id, "the second of the key: the first's ID"
+        assert len({jobs[0].id, jobs[1].id}) == 2
+        claimed = [store.claim(FAR, FAR + HOLD) for _ in range(3)]
+        assert sorted(j.id for j in claimed if j is not None) == sorted([jobs[0].id, jobs[1].id])
