@@ -248,11 +248,12 @@ class Queue:
         ``on_fail`` is not called. A cancel that races the job's end leaves the
         outcome the store kept first: a job that ended first says False.
         """
-        return self._cancelled(self._cancelling().cancel(id, datetime.now(UTC)))
+        store: CancelStore = _extra(self.store, CancelStore, "cancel jobs")
+        return self._cancelled(store.cancel(id, datetime.now(UTC)))
 
     async def acancel(self, id: str) -> bool:
         """``cancel(id)`` from async code: the store's call runs in a thread."""
-        store = self._cancelling()
+        store: CancelStore = _extra(self.store, CancelStore, "cancel jobs")
         return self._cancelled(await self._calls.call(store.cancel, id, datetime.now(UTC)))
 
     def _cancelled(self, said: str | None) -> bool:
@@ -268,29 +269,13 @@ class Queue:
         ``job`` on it is the row (value, attempts, last error, what it carried).
         A done job is unknown: a kind that keeps no result leaves nothing of it.
         """
-        return _told(id, self._statuses().status(id, datetime.now(UTC)))
+        store: StatusStore = _extra(self.store, StatusStore, "say what became of a job")
+        return _told(id, store.status(id, datetime.now(UTC)))
 
     async def astatus(self, id: str) -> Status:
         """``status(id)`` from async code: the store's call runs in a thread."""
-        store = self._statuses()
+        store: StatusStore = _extra(self.store, StatusStore, "say what became of a job")
         return _told(id, await self._calls.call(store.status, id, datetime.now(UTC)))
-
-    def _statuses(self) -> StatusStore:
-        if not isinstance(self.store, StatusStore):
-            raise ConfigError(
-                f"{self.store!r} cannot say what became of a job: it is no jobq.StatusStore "
-                f"(with status); update the app's jobs_db.py, or use a store that has it"
-            )
-        return self.store
-
-    def _cancelling(self) -> CancelStore:
-        if not isinstance(self.store, CancelStore):
-            missing = [n for n in _methods(CancelStore) if not hasattr(self.store, n)]
-            raise ConfigError(
-                f"{self.store!r} cannot cancel jobs: it is no jobq.CancelStore (it lacks "
-                f"{', '.join(missing)}); update the app's jobs_db.py, or use a store that has them"
-            )
-        return self.store
 
     # Running
 
@@ -344,6 +329,18 @@ def _push_to(store: Store, options: Options, job: Job) -> bool:
         return store.push_unique(job)
     store.push(job)
     return True
+
+
+def _extra(store: Store, extra: type, to: str) -> Any:
+    """``store`` as the extra (a Protocol) a queue's call needs, or ConfigError saying what it
+    lacks. Any: mypy takes no Protocol class for a ``type[E]``; each caller names the type."""
+    if not isinstance(store, extra):
+        missing = [n for n in _methods(extra) if not hasattr(store, n)]
+        raise ConfigError(
+            f"{store!r} cannot {to}: it is no jobq.{extra.__name__} (it lacks "
+            f"{', '.join(missing)}); update the app's jobs_db.py, or use a store that has them"
+        )
+    return store
 
 
 def _told(id: str, status: Status | None) -> Status:
