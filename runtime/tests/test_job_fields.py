@@ -34,6 +34,7 @@ BUILT_IN_ORDER = (
     "ended",
     "cancel_asked",
     "expires_at",
+    "result",
     "unreadable",
 )
 
@@ -147,5 +148,5 @@ def test_a_keyword_that_is_no_option_is_refused_as_python_refuses_it(store: Memo
     with pytest.raises(
         TypeError, match=r"^Queue\.handle\(\) got an unexpected keyword argument 'x'$"
     ):
-        q.handle("mail", mail, x=1)  # type: ignore[call-arg]
+        q.handle("mail", mail, x=1)  # type: ignore[call-overload]
     assert q.kinds == {}

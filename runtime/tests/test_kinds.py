@@ -66,7 +66,7 @@ def test_a_handler_without_an_annotated_value_is_refused(store: MemoryStore) -> 
     with pytest.raises(jobq.ConfigError, match="annotate the handler's first parameter"):
         q.handle("bare", lambda n: None)
     with pytest.raises(jobq.ConfigError, match="takes the job's value as its first parameter"):
-        q.handle("none", lambda: None)  # type: ignore[arg-type]
+        q.handle("none", lambda: None)  # type: ignore[arg-type, misc]
 
 
 def test_a_store_that_is_not_one_is_refused() -> None:

@@ -124,7 +124,7 @@ def test_a_kinds_option_that_is_no_count_is_refused_as_it_is_registered(
 ) -> None:
     q = jobq.Queue(MemoryStore())
     with pytest.raises(jobq.ConfigError) as refused:
-        q.handle("report", _report, **options)  # type: ignore[arg-type]
+        q.handle("report", _report, **options)  # type: ignore[call-overload]
     assert str(refused.value) == said
     q.handle("report", _report)  # nothing was registered: the name is free
 

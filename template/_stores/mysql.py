@@ -334,15 +334,18 @@ _PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until >
 _FOREVER = 2**63 - 1  # BIGINT's largest: a pause until resumed
 
 # Each kind's jobs by state at :now: one scan, grouped by kind and by each job's
-# state (0 due, 1 later, 2 running, 3 failed; a failed job's held_until is 0),
+# state (0 due, 1 later, 2 running, 3 failed, 4 cancelled, 5 done; an ended job's
+# held_until is 0),
 # worked out once a row (a third of the time of conditional sums by kind), then
 # a row a kind.
 _STATS = """
     SELECT kind, SUM(IF(state = 0, n, 0)), SUM(IF(state = 1, n, 0)), SUM(IF(state = 2, n, 0)),
-        SUM(IF(state = 3, n, 0)), MIN(IF(state = 0, oldest, NULL)), SUM(IF(state = 4, n, 0))
+        SUM(IF(state = 3, n, 0)), MIN(IF(state = 0, oldest, NULL)), SUM(IF(state = 4, n, 0)),
+        SUM(IF(state = 5, n, 0))
     FROM (
         SELECT kind, CASE
                 WHEN failed_at IS NOT NULL AND ended IN ('cancelled', 'expired') THEN 4
+                WHEN failed_at IS NOT NULL AND ended = 'done' THEN 5
                 WHEN failed_at IS NOT NULL THEN 3 WHEN held_until > :now THEN 2
                 WHEN run_at > :now THEN 1 ELSE 0
             END AS state, COUNT(*) AS n, MIN(run_at) AS oldest
@@ -366,7 +369,7 @@ _CANCELLED = _ended("ended IN ('cancelled', 'expired')")
 _RUN_AGAIN = """
     UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
         run_at = :run_at, held_until = 0
-    WHERE id = :id AND failed_at IS NOT NULL
+    WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
     """
 
 # A cancel locks the job's row (by PRIMARY, as every single job's statement
@@ -388,10 +391,12 @@ _CANCEL = """
     """
 
 # A claimed job ended as the queue says: fenced as _FAIL is, read by PRIMARY as it
-# is; its last error kept unless another is given.
+# is; its last error kept unless another is given; a done one with its result,
+# until its expires_at.
 _END = """
     UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, ended = :ended,
-        held_until = 0, error = coalesce(:error, error), attempts = attempts - :unrun
+        held_until = 0, error = coalesce(:error, error), attempts = attempts - :unrun,
+        result = :result, expires_at = :expires_at
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
@@ -419,10 +424,15 @@ _ASKED = """
     SELECT id FROM jobs WHERE id IN :ids AND failed_at IS NULL AND cancel_asked IS NOT NULL
     """
 
-_DISCARD = "DELETE FROM jobs WHERE id IN :ids AND failed_at IS NOT NULL"
-_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL"
+# A done job kept with its result is not discarded: the prune deletes it in its time.
+_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
+_DISCARD = f"{_DISCARD_ALL} AND id IN :ids"
 
-_PRUNE = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before"
+# The ended jobs; a done one kept with its result once past its expires_at.
+_PRUNE = """
+    DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
+        THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
+    """
 # And the kinds whose hold or pause has ended, and the lock rows of keys no job has.
 _PRUNE_KINDS = "DELETE FROM held_kinds WHERE held_until < :now"
 _PRUNE_LOCKS = """
@@ -697,9 +707,8 @@ class Jobs:
         return self._db.run(work)
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many. And the
-        kinds' holds and pauses ended at ``now`` (the clock's, unless given), and the lock
-        rows of keys no job has."""
+        """``ResultStore.prune`` (``now``: the clock's, unless given), and the kinds' holds and
+        pauses ended at ``now``, and the lock rows of keys no job has."""
         params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
 
         def work(sql: Statements) -> int:

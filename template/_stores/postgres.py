@@ -506,10 +506,10 @@ _STATS = """
         count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
         count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at > :now),
         count(*) FILTER (WHERE held_until > :now),
-        count(*) FILTER (WHERE failed_at IS NOT NULL AND ended IS DISTINCT FROM 'cancelled'
-            AND ended IS DISTINCT FROM 'expired'),
+        count(*) FILTER (WHERE failed_at IS NOT NULL AND (ended IS NULL OR ended = 'failed')),
         min(run_at) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
-        count(*) FILTER (WHERE failed_at IS NOT NULL AND ended IN ('cancelled', 'expired'))
+        count(*) FILTER (WHERE failed_at IS NOT NULL AND ended IN ('cancelled', 'expired')),
+        count(*) FILTER (WHERE failed_at IS NOT NULL AND ended = 'done')
     FROM jobs GROUP BY kind
     """
 
@@ -529,7 +529,7 @@ _CANCELLED = _ended("ended IN ('cancelled', 'expired')")
 _RUN_AGAIN = """
     UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
         run_at = :run_at, held_until = 0
-    WHERE id = :id AND failed_at IS NOT NULL
+    WHERE id = :id AND failed_at IS NOT NULL AND ended IS DISTINCT FROM 'done'
     """
 
 # A job a claim holds at :now is asked to stop (its first ask kept), with a NOTIFY
@@ -556,10 +556,11 @@ _CANCEL = f"""
     """
 
 # A claimed job ended as the queue says: fenced as _FAIL is; its last error kept
-# unless another is given.
+# unless another is given; a done one with its result, until its expires_at.
 _END = """
     UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
-        attempts = attempts - :unrun, error = coalesce(CAST(:error AS text), error)
+        attempts = attempts - :unrun, error = coalesce(CAST(:error AS text), error),
+        result = :result, expires_at = :expires_at
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
@@ -579,10 +580,12 @@ _ASKED = f"""
     WHERE {_by_key("ids")} AND failed_at IS NULL AND cancel_asked IS NOT NULL
     """
 
-_DISCARD = f"DELETE FROM jobs WHERE {_by_key('ids')} AND failed_at IS NOT NULL"
-_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL"
+# A done job kept with its result is not discarded: the prune deletes it in its time.
+_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND ended IS DISTINCT FROM 'done'"
+_DISCARD = f"{_DISCARD_ALL} AND {_by_key('ids')}"
 
-# With the failed jobs go the lock rows of keys no job has, and the kinds
+# With the ended jobs (a done one kept with its result once past its expires_at)
+# go the lock rows of keys no job has, and the kinds
 # whose hold or pause has ended (a rate's hold-backs leave a row a kind).
 _PRUNE = """
     WITH ended AS (DELETE FROM held_kinds WHERE held_until < :now),
@@ -592,7 +595,9 @@ _PRUNE = """
         )
     ),
     pruned AS (
-        DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before RETURNING 1
+        DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
+            THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
+        RETURNING 1
     )
     SELECT count(*) FROM pruned
     """
@@ -791,9 +796,8 @@ class Jobs:
         return self._db.listen(_CHANNEL, wake, asked)
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
-        """Delete the jobs that failed for good before ``before``; say how many. And the
-        kinds' holds and pauses ended at ``now`` (the clock's, unless given), and the lock
-        rows of keys no job has."""
+        """``ResultStore.prune`` (``now``: the clock's, unless given), and the kinds' holds and
+        pauses ended at ``now``, and the lock rows of keys no job has."""
         params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
         return int(self._db.run(lambda sql: sql.rows(_PRUNE, params))[0][0])
 

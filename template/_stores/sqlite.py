@@ -356,10 +356,12 @@ _FOREVER = 2**63 - 1
 # running and the later; the rest are due. jobs_held holds each job's kind and
 # times, in kind order: a read of its narrow entries, not the table's rows, with
 # no sort, and few comparisons a row, as they are most of what is left. Of the
-# ended, the cancelled are read apart, through jobs_failed: the few that ended.
+# ended, the cancelled and the done (kept with results) are read apart, through
+# jobs_failed: the few that ended.
 _STATS = """
     SELECT kind, jobs - ended - running - later, later, running,
-        ended - coalesce(cancelled, 0), oldest, coalesce(cancelled, 0)
+        ended - coalesce(cancelled, 0) - coalesce(done, 0), oldest, coalesce(cancelled, 0),
+        coalesce(done, 0)
     FROM (
         SELECT kind, count(*) AS jobs, count(failed_at) AS ended,
             sum(held_until > :now) AS running,
@@ -370,8 +372,10 @@ _STATS = """
                 THEN run_at END) AS oldest
         FROM jobs INDEXED BY jobs_held GROUP BY kind
     ) LEFT JOIN (
-        SELECT kind AS of_kind, count(*) AS cancelled FROM jobs
-        WHERE failed_at IS NOT NULL AND ended IN ('cancelled', 'expired') GROUP BY kind
+        SELECT kind AS of_kind, sum(ended IN ('cancelled', 'expired')) AS cancelled,
+            sum(ended = 'done') AS done
+        FROM jobs WHERE failed_at IS NOT NULL AND ended IN ('cancelled', 'expired', 'done')
+        GROUP BY kind
     ) ON of_kind = kind
     """
 
@@ -391,7 +395,7 @@ _CANCELLED = _ended("ended IN ('cancelled', 'expired')")
 _RUN_AGAIN = """
     UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
         run_at = :run_at, held_until = 0
-    WHERE id = :id AND failed_at IS NOT NULL
+    WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
     """
 
 # A job a claim holds at :now is asked to stop (its first ask kept); any other that
@@ -409,10 +413,11 @@ _CANCEL = """
     """
 
 # A claimed job ended as the queue says: fenced as _FAIL is; its last error kept
-# unless another is given.
+# unless another is given; a done one with its result, until its expires_at.
 _END = """
     UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
-        attempts = attempts - :unrun, error = coalesce(:error, error)
+        attempts = attempts - :unrun, error = coalesce(:error, error),
+        result = :result, expires_at = :expires_at
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
@@ -433,12 +438,15 @@ _ASKED = """
       AND failed_at IS NULL AND cancel_asked IS NOT NULL
     """
 
-_DISCARD = (
-    "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND failed_at IS NOT NULL"
-)
-_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL"
+# A done job kept with its result is not discarded: the prune deletes it in its time.
+_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
+_DISCARD = f"{_DISCARD_ALL} AND id IN (SELECT value FROM json_each(:ids))"
 
-_PRUNE = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND failed_at < :before"
+# The ended jobs; a done one kept with its result once past its expires_at.
+_PRUNE = """
+    DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
+        THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
+    """
 # And the kinds whose hold or pause has ended: a rate's hold-backs leave a row a kind.
 _PRUNE_KINDS = "DELETE FROM held_kinds WHERE held_until < :now"
 
@@ -637,12 +645,13 @@ class Jobs:
         return rows.stats(self._db.read(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)})))
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
-        """Delete the jobs that ended (failed or cancelled) before ``before``; say how many. And the
-        kinds' holds and pauses ended at ``now`` (the clock's, unless given)."""
+        """``ResultStore.prune`` (``now``: the clock's, unless given), and the kinds' holds and
+        pauses ended at ``now``."""
+        params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
 
         def prune(sql: rows.Statements) -> int:
-            sql.count(_PRUNE_KINDS, {"now": rows.ms(now or datetime.now(UTC))})
-            return sql.count(_PRUNE, {"before": rows.ms(before)})
+            sql.count(_PRUNE_KINDS, params)
+            return sql.count(_PRUNE, params)
 
         return self._db.write(prune)
 

@@ -11,16 +11,19 @@ from jobq.errors import (
     BadSchedule,
     CarryTooLarge,
     ConfigError,
+    JobCancelled,
+    JobFailed,
     JobqError,
     Permanent,
     Snooze,
     StoreError,
     StoreLocked,
     StoreUnavailable,
+    UnknownJob,
     ValueDoesNotFit,
 )
 from jobq.job import Claimant, Job, Outcome, Ran
-from jobq.kind import Kind, default_backoff
+from jobq.kind import KEEP_RESULTS, Kind, default_backoff
 from jobq.limiter import Limiter
 from jobq.queue import Queue
 from jobq.schedule import Cron, Every, Schedule
@@ -40,6 +43,7 @@ from jobq.store import (
     PauseStore,
     PushManyStore,
     RenewStore,
+    ResultStore,
     ScheduleStore,
     SnoozeStore,
     StatsStore,
@@ -64,7 +68,10 @@ __all__ = [
     "GiveBackStore",
     "HoldBackStore",
     "Job",
+    "JobCancelled",
+    "JobFailed",
     "JobqError",
+    "KEEP_RESULTS",
     "Kind",
     "KindStats",
     "LatestStore",
@@ -78,6 +85,7 @@ __all__ = [
     "Queue",
     "Ran",
     "RenewStore",
+    "ResultStore",
     "Schedule",
     "ScheduleStore",
     "Snooze",
@@ -91,6 +99,7 @@ __all__ = [
     "StoreLocked",
     "StoreUnavailable",
     "UniqueStore",
+    "UnknownJob",
     "ValueDoesNotFit",
     "cancelled",
     "current_job",

@@ -135,7 +135,7 @@ class Attempts:
             ends = self._deadlines.start(task, self._loop.time(), timeout)
             cut = False
             try:
-                await cast("Awaitable[None]", kind.handler(attempt.value))
+                attempt.returned = await cast("Awaitable[Any]", kind.handler(attempt.value))
             except asyncio.CancelledError as e:
                 if not ends.end():
                     if task.cancelling():
@@ -189,7 +189,7 @@ class Attempts:
         job, kind = attempt.job, attempt.kind
         current.set(copy_job(job))  # the thread may outlive the attempt
         try:
-            await self._call_in_thread(kind, attempt)
+            attempt.returned = await self._call_in_thread(kind, attempt)
         except _ThreadTimeout as e:
             attempt.error = e
             attempt.ended = time.monotonic()
@@ -229,8 +229,8 @@ class Attempts:
             err=err,
         )
 
-    async def _call_in_thread(self, kind: Kind[Any], attempt: Attempt) -> None:
-        """Call the handler in a thread, within the kind's timeout.
+    async def _call_in_thread(self, kind: Kind[Any], attempt: Attempt) -> Any:
+        """Call the handler in a thread, within the kind's timeout; what it returned.
 
         A stop cannot cut it short: past the grace, it is waited for up to its timeout.
         """
@@ -273,7 +273,8 @@ class Attempts:
         finally:
             ends.end()
         if inspect.isawaitable(result):
-            await result  # a plain def that returned a coroutine: run it here
+            return await result  # a plain def that returned a coroutine: run it here
+        return result
 
     async def _rate_allows(self, attempt: Attempt) -> bool:
         """Ask the kind's limiter; a job it refuses goes back as it was, its kind held back.

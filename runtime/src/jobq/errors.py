@@ -8,12 +8,15 @@ __all__ = [
     "BadSchedule",
     "CarryTooLarge",
     "ConfigError",
+    "JobCancelled",
+    "JobFailed",
     "JobqError",
     "Permanent",
     "Snooze",
     "StoreError",
     "StoreLocked",
     "StoreUnavailable",
+    "UnknownJob",
     "ValueDoesNotFit",
 ]
 
@@ -92,3 +95,32 @@ class StoreLocked(StoreError):
 
 class StoreUnavailable(StoreError):
     """The database cannot be reached; the queue tries again after a poll."""
+
+
+class JobFailed(JobqError):
+    """The job a result was waited for failed for good: ``error`` is its last attempt's error.
+
+    ``job`` is its ID and ``state`` how it ended ("failed"; "cancelled" or
+    "expired" for a ``JobCancelled``).
+    """
+
+    def __init__(self, job: str, state: str, error: str | None) -> None:
+        self.job, self.state, self.error = job, state, error
+        said = f": {error}" if error else ""
+        super().__init__(f"job {job} {_ENDED.get(state, state)}{said}")
+
+
+class JobCancelled(JobFailed):
+    """The job a result was waited for was cancelled, or expired before it started."""
+
+
+class UnknownJob(JobqError, LookupError):
+    """No such job to wait for: never pushed, of another kind, or gone (done by a kind that
+    keeps no results, discarded, or pruned)."""
+
+
+_ENDED = {
+    "failed": "failed for good",
+    "cancelled": "was cancelled",
+    "expired": "expired before it started",
+}

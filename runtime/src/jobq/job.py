@@ -34,10 +34,14 @@ class Job:
     max_attempts: int = 0  # this job's attempts, given as it was pushed: 0 for its kind's
     snoozes: int = 0  # how often its handler snoozed it (jobq.Snooze)
     # How it ended, kept (``failed_at`` says when): None while it waits or runs (or
-    # failed, from a store that keeps no end), "failed", "cancelled" or "expired".
+    # failed, from a store that keeps no end), "failed", "cancelled", "expired", or
+    # "done" for a kind that keeps its results (a ResultStore).
     ended: str | None = None
     cancel_asked: datetime | None = None  # when a cancel was asked while a claim held it
-    expires_at: datetime | None = None  # not started by then, it never runs: None for never
+    # Not started by then, it never runs: None for never. For a done job kept with
+    # its result, when the prune may delete it.
+    expires_at: datetime | None = None
+    result: str | None = None  # a done job's kept return value, as JSON
     # What of its stored row could not be read ("" for nothing): a hand or an old
     # version left a column no store writes. The queue fails it for good, unrun.
     unreadable: str = ""

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
 
+from typing_extensions import TypeVar as DefaultedTypeVar
+
 from jobq.errors import ConfigError
 from jobq.job import Job, utc
 from jobq.limiter import Limiter
@@ -25,6 +27,7 @@ from jobq.store import (
     HoldBackStore,
     LatestStore,
     OneAtATimeStore,
+    ResultStore,
     Store,
     UniqueStore,
 )
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Backoff",
     "Handler",
+    "KEEP_RESULTS",
     "Kind",
     "KindOptions",
     "OnFail",
@@ -46,6 +50,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+# What a kind's handler returns: its result, for a kind that keeps results. Any
+# where a Kind is named by its value type alone (``Kind[WelcomeMail]``).
+R = DefaultedTypeVar("R", default=Any)
 
 Handler = Callable[[T], Awaitable[None]] | Callable[[T], None]
 """Runs a job: ``async def`` runs on the loop, a plain ``def`` in a worker thread."""
@@ -66,6 +73,10 @@ def default_backoff(attempt: int) -> float:
     """
     wait = float(attempt**4)
     return wait + random.uniform(0, wait / 10)
+
+
+# How long a kind's done jobs are kept with their results, unless its `keep` says.
+KEEP_RESULTS = timedelta(days=1)
 
 
 def seconds(d: float | timedelta) -> float:
@@ -92,6 +103,8 @@ class KindOptions(TypedDict, Generic[T], total=False):
     at_once: int
     rate: Limiter | None
     expires: float | timedelta | None
+    result: bool
+    keep: float | timedelta | None
 
 
 def _needs(extra: type, method: str) -> dict[str, tuple[type, str]]:
@@ -126,6 +139,10 @@ class Options:
     rate: Limiter | None = field(default=None, metadata=_needs(HoldBackStore, "hold_back"))
     # A job not started this long after its time never runs: it ends "expired".
     expires: timedelta | None = field(default=None, metadata=_needs(CancelStore, "expire"))
+    # Keep each done job, with what its handler returned, for queue.result: for
+    # KEEP_RESULTS, or for `keep` (which implies it); the app's prune deletes it after.
+    result: bool = field(default=False, metadata=_needs(ResultStore, "prune"))
+    keep: timedelta | None = field(default=None, metadata=_needs(ResultStore, "prune"))
 
     def __post_init__(self) -> None:
         if not whole(self.attempts) or self.attempts < 1:
@@ -152,6 +169,19 @@ class Options:
                 f"expires must be a timedelta (or seconds) of more than 0, not {self.expires!r}: "
                 f"how long after its time a job that has not started still may"
             )
+        if self.keep is not None:
+            if not isinstance(self.keep, timedelta) or self.keep <= timedelta(0):
+                raise ConfigError(
+                    f"keep must be a timedelta (or seconds) of more than 0, not {self.keep!r}: "
+                    f"how long a done job's result is kept"
+                )
+            if not self.result:
+                raise ConfigError("keep is how long results are kept: drop result=False")
+
+    @property
+    def kept_for(self) -> timedelta | None:
+        """How long a done job is kept with its result: None for a kind that keeps none."""
+        return (self.keep or KEEP_RESULTS) if self.result else None
 
     @classmethod
     def of(cls, given: KindOptions[Any]) -> Options:
@@ -161,9 +191,12 @@ class Options:
         values: dict[str, Any] = dict(given)
         if "timeout" in values:
             values["timeout"] = seconds(values["timeout"])
-        expires = values.get("expires")
-        if _finite_seconds(expires):
-            values["expires"] = timedelta(seconds=expires)  # type: ignore[arg-type]
+        for name in ("expires", "keep"):
+            given_seconds = values.get(name)
+            if _finite_seconds(given_seconds):
+                values[name] = timedelta(seconds=given_seconds)  # type: ignore[arg-type]
+        if values.get("keep") is not None:
+            values.setdefault("result", True)  # keep implies result=True
         return cls(**values)
 
     def check_store(self, kind: str, store: Store, which: str) -> None:
@@ -215,24 +248,41 @@ class _Home(Protocol):
 
     def _add_schedule(self, kind: Kind[Any], schedule: Schedule, job: Job) -> None: ...
 
+    def _result(self, id: str, timeout: float | timedelta | None, kind: Kind[Any]) -> Any: ...
 
-class Kind(Generic[T]):
+    async def _aresult(
+        self,
+        id: str,
+        timeout: float | timedelta | None,  # noqa: ASYNC109
+        kind: Kind[Any],
+    ) -> Any: ...
+
+
+class Kind(Generic[T, R]):
     """The jobs of one name, run by one handler: push them with ``push`` or ``push_at``.
 
-    Made by ``Queue.kind`` or ``Queue.handle``; ``T`` is the handler's value type.
-    A push returns the job's ID; a push of a unique kind whose job with the
-    same value waits already pushes nothing and returns ``""`` (with
-    ``latest=True`` it moves that job and returns its ID).
+    Made by ``Queue.kind`` or ``Queue.handle``; ``T`` is the handler's value type,
+    ``R`` what it returns. A push returns the job's ID; a push of a unique kind
+    whose job with the same value waits already pushes nothing and returns ``""``
+    (with ``latest=True`` it moves that job and returns its ID). A kind that
+    keeps results (``result=True``) has ``result`` and ``aresult`` wait for one.
     """
 
     def __init__(
-        self, home: _Home, name: str, handler: Handler[T], codec: Codec[T], options: Options
+        self,
+        home: _Home,
+        name: str,
+        handler: Callable[[T], Any],
+        codec: Codec[T],
+        options: Options,
+        results: Codec[R] | None = None,
     ) -> None:
         self._home = home
         self.name = name
         self.handler = handler
         self.codec = codec
         self.options = options
+        self.results = results  # its results' codec: None for a kind that keeps none
 
     def __repr__(self) -> str:
         return f"<Kind {self.name!r} of {self.codec.type!r}>"
@@ -404,6 +454,21 @@ class Kind(Generic[T]):
     ) -> list[Job]:
         run_at = datetime.now(UTC) if at is None else utc(at)
         return [self._job(value, run_at, priority, attempts, expires_at) for value in values]
+
+    def result(self, id: str, *, timeout: float | timedelta | None = None) -> R:
+        """What the job ``id``'s handler returned, once it is done: waits for it.
+
+        Typed by the handler's return annotation. Raises ``JobFailed`` once the
+        job failed for good (``JobCancelled`` once cancelled or expired),
+        ``TimeoutError`` past ``timeout`` seconds (None: no limit), and at once
+        ``UnknownJob`` for an ID the store does not have (or a job of another
+        kind) and ConfigError for a kind that keeps no results.
+        """
+        return self._home._result(id, timeout, self)  # type: ignore[no-any-return]
+
+    async def aresult(self, id: str, *, timeout: float | timedelta | None = None) -> R:  # noqa: ASYNC109
+        """``result``, from async code: waits without blocking the loop."""
+        return await self._home._aresult(id, timeout, self)  # type: ignore[no-any-return]
 
     def schedule(self, schedule: Schedule, value: T) -> None:
         """Have the queue push a job of this kind, with ``value``, at each time of ``schedule``.

@@ -44,6 +44,7 @@ class Attempt:
     claimed: datetime  # when its claim was made
     due: datetime  # the job's run_at as it was claimed (a retry moves it)
     value: Any = None
+    returned: Any = None  # what its handler returned: a kind that keeps results keeps it
     error: BaseException | None = None  # None: it ran to its end
     end: str | None = None  # "cancelled": its cancel came before its handler ended; "expired"
     unrun: bool = False  # ended before its handler started
@@ -78,6 +79,11 @@ class Outcomes:
         if attempt.end is not None:
             self._end(attempt, attempt.end)
             return
+        if error is None and kind.results is not None:
+            error = attempt.error = _result_of(attempt)
+            if error is None:
+                self._end(attempt, "done")  # kept, with its result
+                return
         if error is None:
             if self._queue.observe is None and not (job.at_once or job.one_at_a_time):
                 self._calls.settle_then("done", job, _nothing_kept)  # nothing to do once kept
@@ -136,12 +142,16 @@ class Outcomes:
         self.observe(told)
 
     def _end(self, attempt: Attempt, how: str) -> None:
-        """Keep the job as ended ``how``: not retried, no on_fail; its last error kept."""
+        """Keep the job as ended ``how``: not retried, no on_fail; its last error kept. A
+        done one (of a kind that keeps results) with its result, for the kind's retention."""
         job = attempt.job
         attempt.error = None
         # An expired job ended as its time came, as the store's sweep keeps it too.
         at = job.expires_at if how == "expired" and job.expires_at else datetime.now(UTC)
         job.ended, job.failed_at, job.error = how, at, None
+        kept_for = attempt.kind.options.kept_for
+        if how == "done" and kept_for is not None:
+            job.expires_at = at + kept_for
         context = contextvars.copy_context()
         kept = self._calls.end(job, not attempt.unrun)
         kept.add_done_callback(lambda done: context.run(self._ended, attempt, _failure(done)))
@@ -152,6 +162,9 @@ class Outcomes:
         job = attempt.job
         if job.at_once or job.one_at_a_time:
             self._wake()
+        if job.ended == "done":
+            self.observe(ran(attempt, Outcome.DONE))
+            return
         if job.ended == "expired":
             said, outcome = "a job expired before it started, and will not run", Outcome.EXPIRED
         else:
@@ -264,6 +277,22 @@ def _failure(done: asyncio.Future[Any]) -> BaseException | None:
     if error is None and done.result() is False:
         return Stale("a later claim has the job")
     return error
+
+
+def _result_of(attempt: Attempt) -> Permanent | None:
+    """Put what the handler returned on its job as JSON, for a kind that keeps results; or
+    the error that fails the job for good when it does not fit the handler's return type
+    (run again, the handler would repeat what it did)."""
+    job, results = attempt.job, attempt.kind.results
+    assert results is not None
+    try:
+        job.result = results.encode(attempt.returned)
+    except ValueDoesNotFit as e:
+        return Permanent(
+            f"job {job.id}'s handler returned a result that cannot be kept ({e}); it is kept "
+            f"as failed, not run again: fix what the handler returns, or its return annotation"
+        )
+    return None
 
 
 def _nothing_kept(failed: BaseException | None) -> None:

@@ -10,16 +10,18 @@ import asyncio
 import functools
 import inspect
 import math
+import time
 import typing
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack, overload
 
 from jobq.calls import StoreCalls
 from jobq.carry import Carrier, carried
 from jobq.errors import ConfigError
-from jobq.kind import Handler, Kind, KindOptions, Options, check_names, whole
+from jobq.kind import Kind, KindOptions, Options, check_names, whole
 from jobq.loop import Loop, drain
+from jobq.result import Awaited
 from jobq.status import Status
 from jobq.store import (
     CancelStore,
@@ -31,7 +33,7 @@ from jobq.store import (
     Store,
     UniqueStore,
 )
-from jobq.value import Codec, value_type
+from jobq.value import Codec, return_type, value_type
 from jobq.wakeup import running_loop
 
 if TYPE_CHECKING:
@@ -41,6 +43,17 @@ if TYPE_CHECKING:
 __all__ = ["Queue"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+
+
+class _Register(Protocol):
+    """``Queue.kind``'s decorator: a Kind typed by the handler's value and return types."""
+
+    @overload
+    def __call__(self, handler: Callable[[T], Coroutine[Any, Any, R]], /) -> Kind[T, R]: ...
+
+    @overload
+    def __call__(self, handler: Callable[[T], R], /) -> Kind[T, R]: ...
 
 
 class Queue:
@@ -92,9 +105,7 @@ class Queue:
 
     # Registration
 
-    def kind(
-        self, name: str, **options: Unpack[KindOptions[Any]]
-    ) -> Callable[[Handler[T]], Kind[T]]:
+    def kind(self, name: str, **options: Unpack[KindOptions[Any]]) -> _Register:
         """Register the decorated function as the handler of the kind ``name``.
 
         The handler's first parameter's annotation is the jobs' value type::
@@ -108,12 +119,27 @@ class Queue:
         """
         check_names(options, "Queue.kind")
 
-        def register(handler: Handler[T]) -> Kind[T]:
+        def register(handler: Callable[[Any], Any]) -> Kind[Any, Any]:
             return self.handle(name, handler, **options)
 
-        return register
+        return register  # _Register's overloads, as one function
 
-    def handle(self, name: str, handler: Handler[T], **options: Unpack[KindOptions[T]]) -> Kind[T]:
+    @overload
+    def handle(
+        self,
+        name: str,
+        handler: Callable[[T], Coroutine[Any, Any, R]],
+        **options: Unpack[KindOptions[T]],
+    ) -> Kind[T, R]: ...
+
+    @overload
+    def handle(
+        self, name: str, handler: Callable[[T], R], **options: Unpack[KindOptions[T]]
+    ) -> Kind[T, R]: ...
+
+    def handle(
+        self, name: str, handler: Callable[[Any], Any], **options: Unpack[KindOptions[Any]]
+    ) -> Kind[Any, Any]:
         """Register ``handler`` for the kind ``name`` and return the Kind to push with.
 
         Raises ConfigError when the name has a handler already, once the queue
@@ -127,12 +153,15 @@ class Queue:
             raise ConfigError(f"a kind needs a name without spaces around it, not {name!r}")
         if name in self._kinds:
             raise ConfigError(f"kind {name!r} has a handler already")
-        codec: Codec[T] = Codec(name, value_type(name, handler))
+        codec: Codec[Any] = Codec(name, value_type(name, handler))
         kind_options = Options.of(options)
         if kind_options.on_fail is not None:
             _check_on_fail(name, kind_options.on_fail, codec.type)
         kind_options.check_store(name, self.store, "the queue's store")
-        kind = Kind(self, name, handler, codec, kind_options)
+        results: Codec[Any] | None = None
+        if kind_options.result:
+            results = Codec(name, return_type(name, handler))
+        kind = Kind(self, name, handler, codec, kind_options, results)
         self._kinds[name] = kind
         return kind
 
@@ -276,6 +305,49 @@ class Queue:
         """``status(id)`` from async code: the store's call runs in a thread."""
         store: StatusStore = _extra(self.store, StatusStore, "say what became of a job")
         return _told(id, await self._calls.call(store.status, id, datetime.now(UTC)))
+
+    # Results
+
+    def result(self, id: str, *, timeout: float | timedelta | None = None) -> Any:
+        """What the job ``id``'s handler returned, once it is done: waits for it, untyped
+        (decoded by its kind's return type when this queue has its kind; ``kind.result``
+        is the typed twin).
+
+        Raises ``JobFailed`` once it failed for good (``JobCancelled``: cancelled
+        or expired), ``TimeoutError`` past ``timeout`` seconds (None: no limit),
+        and at once ``UnknownJob`` when the store has no such job, ConfigError
+        when its kind keeps no results. Needs no running queue: a web process
+        with no workers waits too.
+        """
+        return self._result(id, timeout, None)
+
+    async def aresult(self, id: str, *, timeout: float | timedelta | None = None) -> Any:  # noqa: ASYNC109
+        """``result``, from async code: waits without blocking the loop."""
+        return await self._aresult(id, timeout, None)
+
+    def _result(self, id: str, timeout: float | timedelta | None, kind: Kind[Any] | None) -> Any:
+        awaited = Awaited(id, timeout, kind, self._kinds)
+        store: StatusStore = _extra(self.store, StatusStore, "say what became of a job")
+        while True:
+            done, value = awaited.check(store.status(id, datetime.now(UTC)))
+            if done:
+                return value
+            time.sleep(awaited.wait())
+
+    async def _aresult(
+        self,
+        id: str,
+        timeout: float | timedelta | None,  # noqa: ASYNC109
+        kind: Kind[Any] | None,
+    ) -> Any:
+        awaited = Awaited(id, timeout, kind, self._kinds)
+        store: StatusStore = _extra(self.store, StatusStore, "say what became of a job")
+        while True:
+            status = await self._calls.call(store.status, id, datetime.now(UTC))
+            done, value = awaited.check(status)
+            if done:
+                return value
+            await asyncio.sleep(awaited.wait())
 
     # Running
 

@@ -20,6 +20,8 @@ class KindStats:
 
     - ``failed``: failed for good (``failed()`` lists it), whatever its times.
     - ``cancelled``: cancelled or expired (``CancelStore.cancelled()`` lists it).
+    - ``done``: done, and kept with its result (a kind that keeps results, on a
+      ``ResultStore``) until the prune deletes it.
     - ``running``: held by a claim whose hold has not run out at ``now``.
     - ``due``: neither of those, and its ``run_at`` is ``now`` or before: a
       claim may take it (a job whose hold ran out, its worker lost, is due
@@ -40,3 +42,4 @@ class KindStats:
     failed: int
     oldest_due: datetime | None
     cancelled: int = 0
+    done: int = 0

@@ -33,6 +33,7 @@ __all__ = [
     "PauseStore",
     "PushManyStore",
     "RenewStore",
+    "ResultStore",
     "ScheduleStore",
     "SnoozeStore",
     "StatsStore",
@@ -141,8 +142,8 @@ class CancelStore(FailedStore, Protocol):
         ...
 
     def end(self, job: Job, ran: bool) -> bool:
-        """Keep a claimed job as ended ``job.ended`` ("cancelled" or "expired") at
-        ``job.failed_at``; say whether it did.
+        """Keep a claimed job as ended ``job.ended`` ("cancelled" or "expired"; a
+        ``ResultStore`` takes "done" too) at ``job.failed_at``; say whether it did.
 
         As ``fail`` does, but for the end it names, and keeping the job's error
         as its last attempt left it when ``job.error`` is None. ``ran``: whether
@@ -215,8 +216,33 @@ class StatusStore(Store, Protocol):
         A job is "running" while a claim's hold lasts past ``now`` (``since``:
         when that claim took it), "waiting" otherwise until it ends (``due``
         when its ``run_at`` is ``now`` or before, a lost claim's job too), then
-        "failed", "cancelled" or "expired" (``since``: when it ended). A job
+        "failed", "cancelled", "expired" or, kept with its result, "done"
+        (``since``: when it ended; ``job.result`` the result). A job
         that never ran has ``attempts`` 0; one that did, its latest error.
+        """
+        ...
+
+
+@runtime_checkable
+class ResultStore(StatusStore, CancelStore, Protocol):
+    """A Store that keeps a done job with its result, for a kind that keeps results, and
+    prunes what ended long enough ago.
+
+    ``end`` takes a fourth end, "done": the job is kept as done at
+    ``job.failed_at``, with ``job.result`` (its handler's return value, as
+    JSON) until ``job.expires_at`` (the kind's retention), its last error as
+    its last failed attempt left it, fenced as ``done`` is. No claim takes it;
+    ``status`` says "done" with the result; ``failed()`` and ``cancelled()``
+    do not list it, ``run_again`` and ``discard`` leave it, ``stats`` counts
+    it as ``done``. Kinds that keep no results settle with ``done``, as before:
+    their jobs are deleted.
+    """
+
+    def prune(self, before: datetime, now: datetime) -> int:
+        """Delete the jobs that failed, were cancelled or expired before ``before``, and the
+        done jobs kept past their ``expires_at`` at ``now``; say how many.
+
+        The app runs it nightly. A job that waits or runs is never deleted.
         """
         ...
 

@@ -13,7 +13,7 @@ import pydantic_core
 
 from jobq.errors import ConfigError, ValueDoesNotFit
 
-__all__ = ["VALUE_LIMIT", "Codec", "value_type"]
+__all__ = ["VALUE_LIMIT", "Codec", "return_type", "value_type"]
 
 T = TypeVar("T")
 
@@ -48,6 +48,21 @@ def value_type(kind: str, handler: Callable[..., object]) -> Any:
             "(a dataclass, TypedDict, pydantic model or plain type)"
         )
     return annotation
+
+
+def return_type(kind: str, handler: Callable[..., object]) -> Any:
+    """What the handler of ``kind``, a kind that keeps results, returns: its return annotation
+    (of an ``async def``, what it returns once awaited)."""
+    try:
+        hints = typing.get_type_hints(handler)
+    except Exception as e:
+        raise ConfigError(f"kind {kind!r}: cannot resolve the handler's annotations ({e})") from e
+    if "return" not in hints:
+        raise ConfigError(
+            f"kind {kind!r} keeps results: annotate what the handler returns, as in "
+            "`async def handler(job: Invoice) -> Receipt`; its results are kept as that type"
+        )
+    return hints["return"]
 
 
 class Codec(Generic[T]):

@@ -38,10 +38,19 @@ def tag_failed(job: str, error: BaseException) -> None: ...
 
 
 tagged = q.handle("tag", tag, on_fail=tag_failed)
-assert_type(tagged, jobq.Kind[str])
+assert_type(tagged, jobq.Kind[str, None])
 
-assert_type(welcome_mail, jobq.Kind[WelcomeMail])
-assert_type(report, jobq.Kind[int])
+assert_type(welcome_mail, jobq.Kind[WelcomeMail, None])
+assert_type(report, jobq.Kind[int, None])
+named: jobq.Kind[WelcomeMail] = welcome_mail  # a Kind named by its value type alone
+
+
+@q.kind("receipt", result=True)
+async def receipt(job: int) -> WelcomeMail:
+    return WelcomeMail(user=job)
+
+
+assert_type(receipt, jobq.Kind[int, WelcomeMail])
 assert_type(welcome_mail.push(WelcomeMail(user=1)), str)
 
 welcome_mail.push_at(datetime.now(UTC), WelcomeMail(user=1))
@@ -53,6 +62,8 @@ async def pushes() -> None:
     assert_type(await welcome_mail.apush(WelcomeMail(user=2)), str)
     await report.apush_at(datetime.now(UTC), 3)
     assert_type(await q.adrain(), int)
+    assert_type(await receipt.aresult("1", timeout=5), WelcomeMail)
+    assert_type(receipt.result("1"), WelcomeMail)
 
 
 def observe(ran: jobq.Ran) -> None:

@@ -341,7 +341,8 @@ def show(
 ) -> None:
     """Say what became of a job: waiting, running (since, attempt), or how it ended.
 
-    A done job is gone: the app's kinds keep no results, so it shows as no job.
+    A done job of a kind that keeps results (result=True) shows its result, until
+    the nightly prune; any other done job is deleted, so it shows as no job.
     """
     if not _is_id(id):
         _exit(f"{json.dumps(id)} is not a job's ID: give the ID a push or {NAME} jobs gave")
@@ -350,8 +351,8 @@ def show(
     job = status.job
     if job is None:
         _exit(
-            f"no job {id}: it was never pushed, or it is done (a done job is deleted), "
-            f"or it ended over {_kept()} ago and was pruned"
+            f"no job {id}: it was never pushed, or it is done (a kind that keeps no "
+            f"results deletes its done jobs), or it ended long enough ago to be pruned"
         )
     if as_json:
         shown = {
@@ -361,6 +362,7 @@ def show(
             "run_at": job.run_at.isoformat(),
             "claimed_by": job.claimed_by,
             **_as_dict(job),
+            "result": _json_or_text(job.result),
         }
         typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
         return
@@ -376,6 +378,8 @@ def show(
         typer.echo(f"  last error: {lines[0]}")
         for line in lines[1:]:
             typer.echo(f"    {line}")
+    if job.result is not None:
+        typer.echo(f"  result: {visible(job.result)}")
 
 
 def _state(status: jobq.Status, job: jobq.Job) -> str:
@@ -537,11 +541,12 @@ def resume(kind: Annotated[str, typer.Argument(help="The kind's name.")]) -> Non
 def stats(
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
 ) -> None:
-    """Count each kind's jobs: due now, waiting for later, running, failed, cancelled; the lag.
+    """Count each kind's jobs: due, later, running, failed, cancelled (and done); the lag.
 
     Due: may run now (a paused kind's too); later: waits for its time or a
     retry's backoff; running: held by a worker whose hold lasts; failed: for
-    good; cancelled: or expired. The oldest due job's wait is how far the
+    good; cancelled: or expired; done: kept with its result, for a kind that
+    keeps results (shown only when one does). The oldest due job's wait is how far the
     kind's workers lag behind.
     """
     now = datetime.now(UTC)
@@ -554,18 +559,16 @@ def stats(
     if not counted:
         typer.echo("No job waits, runs or has failed.")
         return
-    table = [["kind", "due", "later", "running", "failed", "cancelled", "oldest due waited"]] + [
-        [
-            s.kind,
-            *(str(n) for n in (s.due, s.later, s.running, s.failed, s.cancelled)),
-            _waited(s, now),
-        ]
-        for s in counted
+    # Done jobs are counted only where a kind keeps them, with its results.
+    columns = ["due", "later", "running", "failed", "cancelled"]
+    columns += ["done"] if any(s.done for s in counted) else []
+    table = [["kind", *columns, "oldest due waited"]] + [
+        [s.kind, *(str(getattr(s, column)) for column in columns), _waited(s, now)] for s in counted
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
-        counts = [cell.rjust(width) for cell, width in zip(row[1:6], widths[1:6], strict=True)]
-        typer.echo("  ".join([row[0].ljust(widths[0]), *counts, row[6]]))
+        counts = [cell.rjust(width) for cell, width in zip(row[1:-1], widths[1:-1], strict=True)]
+        typer.echo("  ".join([row[0].ljust(widths[0]), *counts, row[-1]]))
     if paused:
         names = ", ".join(sorted(paused))
         typer.echo(f"\nPaused on every instance, their due jobs waiting: {names}.")
@@ -591,6 +594,7 @@ def _stats_dict(counted: jobq.KindStats, now: datetime, paused: bool) -> dict[st
         "running": counted.running,
         "failed": counted.failed,
         "cancelled": counted.cancelled,
+        "done": counted.done,
         "oldest_due": None if oldest is None else oldest.isoformat(),
         "oldest_due_waited": None if oldest is None else max(0.0, (now - oldest).total_seconds()),
         "paused": paused,
@@ -655,6 +659,14 @@ def _is_id(text: str) -> bool:
 
 def _count(n: int) -> str:
     return "1 job" if n == 1 else f"{n} jobs"
+
+
+def _json_or_text(text: str | None) -> Any:
+    """A kept result's JSON as a value, or its text when a hand left it no JSON."""
+    try:
+        return None if text is None else json.loads(text)
+    except ValueError:
+        return text
 
 
 def _as_dict(job: jobq.Job) -> dict[str, Any]:

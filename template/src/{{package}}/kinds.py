@@ -55,7 +55,7 @@ class Digest:
 
 @dataclass(frozen=True)
 class PruneJobs:
-    """Delete the jobs that failed for good over KEEP_FAILED ago."""
+    """Delete the jobs that ended over KEEP_FAILED ago, and results kept past their time."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,11 @@ def add_kinds(queue: jobq.Queue, engine: Engine, jobs: Jobs) -> Kinds:
     @queue.kind("prune-jobs", attempts=3, timeout=600.0)
     def prune_jobs(_: PruneJobs) -> None:
         pruned = jobs.prune(datetime.now(UTC) - KEEP_FAILED)
-        log.info("pruned %d jobs that failed for good over %d days ago", pruned, KEEP_FAILED.days)
+        log.info(
+            "pruned %d jobs: failed or cancelled over %d days ago, or results past their keep",
+            pruned,
+            KEEP_FAILED.days,
+        )
 
     # Every night at midnight UTC. Each instance that runs the queue pushes the
     # run, and the jobs table keeps one; a night missed while the app was down

@@ -12,7 +12,8 @@ Read from the store at each scrape, when it counts its jobs (``jobq.StatsStore``
 the same on every instance:
 
 - ``jobq_jobs{kind, state}``: jobs due, later (waiting for their time),
-  running (held by a worker), failed (for good) and cancelled (or expired).
+  running (held by a worker), failed (for good), cancelled (or expired) and done
+  (kept with its result, for a kind that keeps results).
 - ``jobq_oldest_due_seconds{kind}``: how long the oldest due job has waited.
 
 Each app has a registry of its own (not prometheus_client's global one), so
@@ -123,7 +124,8 @@ class _StoreStats(Collector):
         jobs = GaugeMetricFamily(
             "jobq_jobs",
             "Jobs the store keeps, by kind and state: due, later (waiting for their time), "
-            "running (held by a worker), failed (for good), cancelled (or expired).",
+            "running (held by a worker), failed (for good), cancelled (or expired), done "
+            "(kept with its result).",
             labels=["kind", "state"],
         )
         oldest = GaugeMetricFamily(
@@ -132,7 +134,7 @@ class _StoreStats(Collector):
             labels=["kind"],
         )
         for kind in stats:
-            for state in ("due", "later", "running", "failed", "cancelled"):
+            for state in ("due", "later", "running", "failed", "cancelled", "done"):
                 jobs.add_metric([kind.kind, state], getattr(kind, state))
             lag = 0.0 if kind.oldest_due is None else (now - kind.oldest_due).total_seconds()
             oldest.add_metric([kind.kind], max(lag, 0.0))

@@ -182,8 +182,9 @@ def claimant(by: Claimant | None) -> dict[str, Any]:
 
 def stats(found: Iterable[Sequence[Any]]) -> list[KindStats]:
     """``StatsStore.stats`` from a store's rows, one a kind: (kind, due, later, running,
-    failed, the oldest due job's run_at in Unix ms or None, cancelled); sorted by kind.
-    A row without its last, from a store written before cancels, counts none cancelled."""
+    failed, the oldest due job's run_at in Unix ms or None, cancelled, done); sorted by
+    kind. A row without its last ones, from a store written before cancels or results,
+    counts none of them."""
     return [
         KindStats(
             str(row[0]),
@@ -193,6 +194,7 @@ def stats(found: Iterable[Sequence[Any]]) -> list[KindStats]:
             int(row[4]),
             None if row[5] is None else at(int(row[5])),
             int(row[6] or 0) if len(row) > 6 else 0,
+            int(row[7] or 0) if len(row) > 7 else 0,
         )
         for row in sorted(found, key=lambda row: row[0])
     ]
@@ -245,7 +247,7 @@ def push_many(
 
 # What a status reads of a job: every column a job is read back with, then its hold and
 # when its latest claim took it.
-STATUS_COLUMNS = f"{JOB_COLUMNS}, held_until, claimed_at"
+STATUS_COLUMNS = f"{JOB_COLUMNS}, held_until, claimed_at, result"
 
 
 _ENDS: dict[str | None, State] = {
@@ -264,6 +266,8 @@ def status(found: Sequence[Sequence[Any]], now: datetime) -> Status | None:
     row = found[0]
     job_ = job(row[:_WIDTH])
     held_until, claimed_at = row[_WIDTH], row[_WIDTH + 1]
+    if len(row) > _WIDTH + 2:  # a store that keeps results: a done job's
+        job_.result = None if row[_WIDTH + 2] is None else str(row[_WIDTH + 2])
     if job_.failed_at is not None:
         ended = _ENDS.get(job_.ended, "failed")  # NULL: failed, by a store before 0004_jobs
         return Status(id=job_.id, state=ended, job=job_, since=job_.failed_at)
@@ -282,13 +286,17 @@ def ended(job: Job, ran: bool) -> dict[str, Any]:
     """The parameters of ``CancelStore.end``'s statement: the job's ``fence``, ``ended``
     (how it ended), ``failed_at`` (when: now, unless the job says), ``error`` (None
     keeps the one its last attempt left) and ``unrun``, 1 when its handler did not run
-    (the attempt its claim added is taken back), else 0."""
+    (the attempt its claim added is taken back), else 0. For a ``ResultStore``'s "done":
+    ``result`` (None for other ends) and ``expires_at`` (for a done job, when its
+    result may go; else the job's own, as it was)."""
     return {
         **fence(job),
         "unrun": 0 if ran else 1,
         "ended": job.ended,
         "failed_at": ms(job.failed_at or datetime.now(UTC)),
         "error": job.error,
+        "result": job.result,
+        "expires_at": None if job.expires_at is None else ms(job.expires_at),
     }
 
 
@@ -380,6 +388,7 @@ def job(row: Sequence[Any]) -> Job:
         ended,
         None if cancel_asked is None else _EPOCH + int(cancel_asked) * _MS,
         None if expires_at is None else _EPOCH + int(expires_at) * _MS,
+        None,  # result: read by status alone
         unreadable,
     )
 

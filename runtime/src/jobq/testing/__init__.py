@@ -18,8 +18,8 @@ FailedStorePromises, ScheduleStorePromises, UniqueStorePromises,
 LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
 HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises,
 CancelStorePromises, PauseStorePromises, PushManyStorePromises, BatchStorePromises,
-RenewStorePromises, CarryStorePromises, StatsStorePromises, StatusStorePromises
-and ClaimantPromises (``StoreSuiteInBrief`` runs one test of each, for a quick
+RenewStorePromises, CarryStorePromises, StatsStorePromises, StatusStorePromises,
+ResultStorePromises and ClaimantPromises (``StoreSuiteInBrief`` runs one test of each, for a quick
 look). Its times are fixed, whole milliseconds, far from now, so that no store
 passes by reading its own clock; its concurrency tests race threads
 (``at_once``), claiming one job at a time and, for a BatchStore, with
@@ -62,6 +62,7 @@ from jobq.testing._one_at_a_time import OneAtATimeStorePromises
 from jobq.testing._pause import PauseStorePromises
 from jobq.testing._push_many import PushManyStorePromises
 from jobq.testing._renew import RenewStorePromises
+from jobq.testing._results import ResultStorePromises
 from jobq.testing._schedule import ScheduleStorePromises
 from jobq.testing._snooze import SnoozeStorePromises
 from jobq.testing._stats import StatsStorePromises
@@ -88,6 +89,7 @@ __all__ = [
     "PauseStorePromises",
     "PushManyStorePromises",
     "RenewStorePromises",
+    "ResultStorePromises",
     "ScheduleStorePromises",
     "SnoozeStorePromises",
     "StatsStorePromises",
@@ -119,6 +121,7 @@ class StoreSuite(
     CarryStorePromises,
     StatsStorePromises,
     StatusStorePromises,
+    ResultStorePromises,
     ClaimantPromises,
 ):
     """Every promise of the Store contract and its extras, for one store."""

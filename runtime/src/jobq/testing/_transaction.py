@@ -32,6 +32,7 @@ _EXTRAS = (
     "keeps_one_at_a_time",
     "pause",
     "paused",
+    "prune",
     "push_latest",
     "push_many",
     "push_scheduled",

@@ -134,7 +134,7 @@ class MemoryStore:
     def run_again(self, id: str, at: datetime) -> bool:
         with self._lock:
             row = self._rows.get(id)
-            if row is None or row.job.failed_at is None:
+            if row is None or row.job.failed_at is None or row.job.ended == "done":
                 return False
             job = row.job
             job.failed_at = job.ended = job.cancel_asked = None
@@ -185,6 +185,7 @@ class MemoryStore:
             kept.attempts -= not ran
             kept.ended, kept.failed_at = job.ended, job.failed_at or datetime.now(UTC)
             kept.error = kept.error if job.error is None else job.error
+            kept.result, kept.expires_at = job.result, job.expires_at
             return True
 
     def expire(self, now: datetime) -> int:
@@ -215,10 +216,34 @@ class MemoryStore:
     def discard(self, ids: Sequence[str] | None = None) -> int:
         with self._lock:
             chosen = self._rows if ids is None else dict.fromkeys(ids)
-            ended = [id for id in chosen if id in self._rows and self._rows[id].job.failed_at]
+            ended = [
+                id
+                for id in chosen
+                if (row := self._rows.get(id)) is not None
+                and row.job.failed_at
+                and row.job.ended != "done"  # kept with its result: the prune's
+            ]
             for id in ended:
                 del self._rows[id]
             return len(ended)
+
+    # ResultStore
+
+    def prune(self, before: datetime, now: datetime) -> int:
+        with self._lock:
+            gone = [
+                id
+                for id, row in self._rows.items()
+                if (ended := row.job.failed_at) is not None
+                and (
+                    ended < before
+                    if row.job.ended != "done"
+                    else row.job.expires_at is None or row.job.expires_at <= now
+                )
+            ]
+            for id in gone:
+                del self._rows[id]
+            return len(gone)
 
     # ScheduleStore
 
@@ -325,7 +350,7 @@ class MemoryStore:
                 job = row.job
                 of_kind = counts.setdefault(job.kind, Counter())
                 if job.failed_at is not None:
-                    of_kind["failed" if job.ended in _FAILED else "cancelled"] += 1
+                    of_kind[_COUNTED.get(job.ended, "failed")] += 1
                 elif _holds(row, now):
                     of_kind["running"] += 1
                 elif job.run_at <= now:
@@ -343,6 +368,7 @@ class MemoryStore:
                 failed=counts[kind]["failed"],
                 oldest_due=oldest.get(kind),
                 cancelled=counts[kind]["cancelled"],
+                done=counts[kind]["done"],
             )
             for kind in sorted(counts)
         ]
@@ -560,6 +586,8 @@ class MemoryStore:
 _FAILED: tuple[str | None, ...] = (None, "failed")
 _CANCELLED: tuple[str | None, ...] = ("cancelled", "expired")
 _STATES: dict[str | None, State] = {"cancelled": "cancelled", "expired": "expired", "done": "done"}
+# The KindStats count an ended job is in, by its end (failed: the rest).
+_COUNTED: dict[str | None, str] = {"cancelled": "cancelled", "expired": "cancelled", "done": "done"}
 
 
 def _holds(row: _Row, now: datetime) -> bool:
