@@ -451,6 +451,8 @@ _SETTLE = f"""
     SELECT id FROM settled
     UNION ALL
     SELECT NULL FROM limited, pg_notify('{_CHANNEL}', limited.kind)
+    UNION ALL
+    SELECT NULL FROM failed, pg_notify('{_CHANNEL}', ' ' || failed.id)
     """
 
 _RENEW = f"""
@@ -534,7 +536,8 @@ _RUN_AGAIN = """
 
 # A job a claim holds at :now is asked to stop (its first ask kept), with a NOTIFY
 # of an empty payload, which has every queue ask at once which of its jobs were
-# cancelled; any other that has not ended ends, its key let go. One UPDATE: of a
+# cancelled; any other that has not ended ends, its key let go, with a NOTIFY of
+# its ID for whoever waits for its result. One UPDATE: of a
 # claim at once, which locks the row, it waits for the commit and reads the row
 # the claim left.
 _CANCEL = f"""
@@ -547,21 +550,25 @@ _CANCEL = f"""
         unique_key = CASE WHEN held_until > :now THEN unique_key END,
         held_until = CASE WHEN held_until > :now THEN held_until ELSE 0 END
     WHERE id = :id AND failed_at IS NULL
-    RETURNING ended
+    RETURNING id, ended
     )
-    SELECT ended, told FROM cancelled
-    LEFT JOIN LATERAL (
-        SELECT pg_notify('{_CHANNEL}', '') AS told WHERE cancelled.ended IS NULL
-    ) AS notified ON true
+    SELECT ended FROM cancelled, pg_notify(
+        '{_CHANNEL}', CASE WHEN cancelled.ended IS NULL THEN '' ELSE ' ' || cancelled.id END
+    )
     """
 
 # A claimed job ended as the queue says: fenced as _FAIL is; its last error kept
-# unless another is given; a done one with its result, until its expires_at.
-_END = """
-    UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
-        attempts = attempts - :unrun, error = coalesce(CAST(:error AS text), error),
-        result = :result, expires_at = :expires_at
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+# unless another is given; a done one with its result, until its expires_at. A
+# NOTIFY of a space and its ID tells whoever waits for its result, anywhere.
+_END = f"""
+    WITH ended AS (
+        UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
+            attempts = attempts - :unrun, error = coalesce(CAST(:error AS text), error),
+            result = :result, expires_at = :expires_at
+        WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+        RETURNING id
+    )
+    SELECT id FROM ended, pg_notify('{_CHANNEL}', ' ' || ended.id)
     """
 
 # The jobs that waited past their expires_at, before any attempt began, end
@@ -681,7 +688,7 @@ class Jobs:
 
     def end(self, job: Job, ran: bool) -> bool:
         params = rows.ended(job, ran)
-        return self._db.run(lambda sql: sql.count(_END, params)) > 0
+        return bool(self._db.run(lambda sql: sql.rows(_END, params)))
 
     def expire(self, now: datetime) -> int:
         return self._db.run(lambda sql: sql.count(_EXPIRE, {"now": rows.ms(now)}))
@@ -788,12 +795,15 @@ class Jobs:
     # NotifyStore
 
     def listen(
-        self, wake: Callable[[], None], asked: Callable[[], None] | None = None
+        self,
+        wake: Callable[[], None],
+        asked: Callable[[], None] | None = None,
+        ended: Callable[[str], None] | None = None,
     ) -> Callable[[], None]:
-        """Call ``wake`` from a thread soon after each push commits, anywhere, and ``asked``
-        after each cancel of a running job (the kit's ``Database.listen``: its own
-        connection, made again when lost)."""
-        return self._db.listen(_CHANNEL, wake, asked)
+        """Call ``wake`` from a thread soon after each push commits, anywhere, ``asked``
+        after each cancel of a running job, and ``ended`` with the ID of each job that
+        ended (the kit's ``Database.listen``: its own connection, made again when lost)."""
+        return self._db.listen(_CHANNEL, wake, asked, ended)
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
         """``ResultStore.prune`` (``now``: the clock's, unless given), and the kinds' holds and

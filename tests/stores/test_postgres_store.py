@@ -9,6 +9,7 @@ lock rows are taken in one order (the server counts no deadlock).
 from __future__ import annotations
 
 import logging
+import queue
 import re
 import threading
 import time
@@ -667,6 +668,68 @@ def test_stopping_a_listener_ends_its_thread_and_connection_at_once(pg_engine: s
     assert time.monotonic() - started < 0.5
     assert not [t for t in threading.enumerate() if t.name == "jobq-listen"]
     _wait_for(lambda: _listeners(pg_engine) == 0)
+
+
+@pytest.mark.own_database  # it reads pg_stat_activity
+def test_a_jobs_end_tells_a_listener_its_id_and_wakes_no_queue(pg_engine: sa.Engine) -> None:
+    own = postgres.make_engine(pg_engine.url.render_as_string(hide_password=False))
+    woken, ended = threading.Event(), queue.SimpleQueue[str]()
+    stop = postgres.Jobs(own).listen(woken.set, ended=ended.put)
+    try:
+        _wait_for(lambda: _listeners(pg_engine) == 1)
+        assert ended.get(timeout=WAKE) == "", "told once as it connects: any job may have ended"
+        jobs = postgres.Jobs(pg_engine)
+        kept, failing, waiting = _job("invoice"), _job("mail"), _job("mail", run_at=HOLD)
+        for job in (kept, failing, waiting):
+            jobs.push(job)
+        first, second = jobs.claim_many(T0, HOLD, 2)
+        woken.wait(WAKE)
+        woken.clear()
+        first.ended, first.result, first.expires_at = "done", '"ok"', HOLD
+        assert jobs.end(first, True)
+        assert ended.get(timeout=WAKE) == kept.id, "a done job kept with its result"
+        second.error = "refused"
+        assert jobs.fail(second)
+        assert ended.get(timeout=WAKE) == failing.id, "a job failed for good"
+        assert jobs.cancel(waiting.id, T0) == "cancelled"
+        assert ended.get(timeout=WAKE) == waiting.id, "a waiting job cancelled"
+        assert not woken.is_set(), "an end is no push: no claim for it"
+    finally:
+        stop()
+        own.dispose()
+
+
+@pytest.mark.own_database  # it reads pg_stat_activity
+def test_a_wait_for_a_result_is_woken_by_the_jobs_end_not_a_poll(
+    pg_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jobq
+    import jobq.result
+
+    # Asks a minute apart: only the NOTIFY brings the result within the test. The
+    # listener goes with the wait, not a while after (the test's database goes next).
+    monkeypatch.setattr(jobq.result, "_FIRST", 60.0)
+    monkeypatch.setattr(jobq.result, "_MOST", 60.0)
+    monkeypatch.setattr(jobq.result.Ends, "LINGER", 0.0)
+    web, worker = jobq.Queue(postgres.Jobs(pg_engine)), jobq.Queue(postgres.Jobs(pg_engine))
+    for q in (web, worker):
+
+        @q.kind("thumbnail", result=True)
+        def thumbnail(photo: int) -> str:
+            return f"thumb-{photo}.png"
+
+    id = web.kinds["thumbnail"].push(3)
+    drained = threading.Timer(0.5, worker.drain)  # once the wait listens
+    drained.start()
+    started = time.monotonic()
+    try:
+        assert web.result(id, timeout=30) == "thumb-3.png"
+    finally:
+        drained.join()
+    # Its second ask would come after the timeout, 30 s on: a wait that returns well
+    # before was woken. (Milliseconds after the drain, in fact; this only bounds it.)
+    assert time.monotonic() - started < 20
+    _wait_for(lambda: _listeners(pg_engine) == 0)  # stopped once the last wait ended
 
 
 # Round trips

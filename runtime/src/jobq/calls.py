@@ -38,7 +38,7 @@ from jobq.store import (
     Store,
 )
 
-__all__ = ["Kept", "Settle", "Stale", "StoreCalls", "takes_claimant"]
+__all__ = ["Kept", "Settle", "Stale", "StoreCalls", "takes", "takes_claimant"]
 
 R = TypeVar("R")
 
@@ -261,11 +261,17 @@ def _claim(
 
 def takes_claimant(claim: Callable[..., Any]) -> bool:
     """Whether ``claim`` takes ``by=``: it names it, or takes any keyword (a wrapper's)."""
+    return takes(claim, "by")
+
+
+def takes(method: Callable[..., Any], keyword: str) -> bool:
+    """Whether a store's ``method`` takes ``keyword``, one it gained after stores were written:
+    it names it, or takes any keyword (a wrapper's)."""
     try:
-        parameters = inspect.signature(claim).parameters.values()
-    except (TypeError, ValueError):  # a callable inspect cannot read: claimed from as before
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # a callable inspect cannot read: called as before
         return False
-    return any(p.name == "by" or p.kind is p.VAR_KEYWORD for p in parameters)
+    return any(p.name == keyword or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def _settle_many(store: BatchStore, settles: list[tuple[Settle, Job, Any]]) -> set[str] | None:

@@ -7,10 +7,11 @@ drain makes one, with the ``Run`` that holds that run's state and goes with it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import math
-import time
+import threading
 import typing
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
@@ -21,7 +22,7 @@ from jobq.carry import Carrier, carried
 from jobq.errors import ConfigError
 from jobq.kind import Kind, KindOptions, Options, check_names, whole
 from jobq.loop import Loop, drain
-from jobq.result import Awaited
+from jobq.result import Awaited, Ends
 from jobq.status import Status
 from jobq.store import (
     CancelStore,
@@ -102,6 +103,7 @@ class Queue:
         self._started = False  # no kind or schedule is added once the queue has run
         self._running: Loop | None = None  # the run under way, if any
         self._calls = StoreCalls(store)  # for pushes from async code: each in a thread
+        self._ends = Ends(store)  # wakes the waits for results, where the store notifies
 
     # Registration
 
@@ -328,11 +330,17 @@ class Queue:
     def _result(self, id: str, timeout: float | timedelta | None, kind: Kind[Any] | None) -> Any:
         awaited = Awaited(id, timeout, kind, self._kinds)
         store: StatusStore = _extra(self.store, StatusStore, "say what became of a job")
-        while True:
-            done, value = awaited.check(store.status(id, datetime.now(UTC)))
-            if done:
-                return value
-            time.sleep(awaited.wait())
+        done, value = awaited.check(store.status(id, datetime.now(UTC)))
+        if done:  # ended already: no listener needed
+            return value
+        woken = threading.Event()
+        with self._ends.told(id, woken.set):
+            while True:
+                woken.wait(awaited.wait())
+                woken.clear()  # before the read: an end told after it is not lost
+                done, value = awaited.check(store.status(id, datetime.now(UTC)))
+                if done:
+                    return value
 
     async def _aresult(
         self,
@@ -342,12 +350,27 @@ class Queue:
     ) -> Any:
         awaited = Awaited(id, timeout, kind, self._kinds)
         store: StatusStore = _extra(self.store, StatusStore, "say what became of a job")
-        while True:
-            status = await self._calls.call(store.status, id, datetime.now(UTC))
-            done, value = awaited.check(status)
-            if done:
-                return value
-            await asyncio.sleep(awaited.wait())
+        loop, woken = asyncio.get_running_loop(), asyncio.Event()
+
+        def tell() -> None:  # from the listener's thread
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(woken.set)
+
+        status = await self._calls.call(store.status, id, datetime.now(UTC))
+        done, value = awaited.check(status)
+        if done:  # ended already: no listener needed
+            return value
+        with self._ends.told(id, tell):
+            while True:
+                wait = awaited.wait()  # TimeoutError once the timeout has passed
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await woken.wait()
+                woken.clear()  # before the read: an end told after it is not lost
+                status = await self._calls.call(store.status, id, datetime.now(UTC))
+                done, value = awaited.check(status)
+                if done:
+                    return value
 
     # Running
 

@@ -454,7 +454,10 @@ class NotifyStore(Store, Protocol):
     """A Store that tells a running queue at once of a push from any instance."""
 
     def listen(
-        self, wake: Callable[[], None], asked: Callable[[], None] | None = None
+        self,
+        wake: Callable[[], None],
+        asked: Callable[[], None] | None = None,
+        ended: Callable[[str], None] | None = None,
     ) -> Callable[[], None]:
         """Call ``wake`` (from a thread of the store's) soon after each push commits.
 
@@ -463,7 +466,11 @@ class NotifyStore(Store, Protocol):
         again by the store; meanwhile the queue's poll finds what was pushed.
         A store that is a CancelStore too is given ``asked``, to call soon after
         a cancel of a running job (``cancel`` said "asked") commits, anywhere;
-        the queue then asks at once which of its jobs were cancelled.
+        the queue then asks at once which of its jobs were cancelled. A
+        ResultStore is given ``ended`` by a wait for a result: it calls it with
+        a job's ID soon after that job ended (``end``, ``fail``, a ``cancel``
+        that ended it) and with "" once it may have missed some; ``wake`` is
+        not called for those. A store written before ``ended`` is polled.
         """
         ...
 

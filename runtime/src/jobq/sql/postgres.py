@@ -198,18 +198,22 @@ class Database:
         channel: str,
         wake: Callable[[], None],
         asked: Callable[[], None] | None = None,
+        ended: Callable[[str], None] | None = None,
     ) -> Callable[[], None]:
         """Call ``wake`` from a thread of the kit's soon after each NOTIFY on ``channel``;
-        ``asked`` instead for one whose payload is empty (a cancel's: a push's names its kind).
+        ``asked`` instead for one whose payload is empty (a cancel's: a push's names its
+        kind); ``ended`` with the job's ID for one whose payload is a space and an ID (a
+        job's end, which ``wake`` is not told of: it frees no worker elsewhere).
 
         The thread has a connection of its own, outside the engine's pool, that
         LISTENs; a burst of notifies read together wakes once. A lost connection
         is made again, after a wait that grows to 5 s, with one warning per
-        attempt that failed; after each new connection ``wake`` (and ``asked``)
-        is called once, for the notifies it may have missed. The function
-        returned stops the thread.
+        attempt that failed; after each new connection ``wake`` (and ``asked``,
+        and ``ended`` with "": any job) is called once, for the notifies it may
+        have missed. The function returned stops the thread.
         """
-        listener = _Listener(self.engine.url.set(drivername="postgresql"), channel, wake, asked)
+        url = self.engine.url.set(drivername="postgresql")
+        listener = _Listener(url, channel, wake, asked, ended)
         listener.start()
         return listener.stop
 
@@ -403,11 +407,13 @@ class _Listener:
         channel: str,
         wake: Callable[[], None],
         asked: Callable[[], None] | None = None,
+        ended: Callable[[str], None] | None = None,
     ) -> None:
         self._conninfo = url.render_as_string(hide_password=False)
         self._channel = channel
         self._wake = wake
         self._asked = asked
+        self._ended = ended
         self._stopping = threading.Event()
         self._read, self._write = os.pipe()
         self._thread = threading.Thread(target=self._listen, name="jobq-listen", daemon=True)
@@ -436,6 +442,8 @@ class _Listener:
                     self._call(self._wake)  # for what was pushed while there was no connection
                     if self._asked is not None:
                         self._call(self._asked)
+                    if self._ended is not None:
+                        self._call(functools.partial(self._ended, ""))
                     self._wait_for_notifies(conn)
             except psycopg.Error as error:
                 if self._stopping.is_set():
@@ -464,13 +472,21 @@ class _Listener:
             if pgconn.status != psycopg.pq.ConnStatus.OK:
                 raise psycopg.OperationalError("the connection to the server was closed")
             woken = asked = False
+            ended: list[str] = []
             while (notify := pgconn.notifies()) is not None:
                 # A burst read together wakes the queue once. An empty payload is a
-                # cancel's: the queue asks which of its jobs were cancelled.
-                if notify.extra or self._asked is None:
+                # cancel's: the queue asks which of its jobs were cancelled. One that
+                # starts with a space (no kind's name does) is a job's end.
+                payload = notify.extra
+                if payload.startswith(b" "):
+                    ended.append(payload[1:].decode())
+                elif payload or self._asked is None:
                     woken = True
                 else:
                     asked = True
+            if self._ended is not None:
+                for id in ended:
+                    self._call(functools.partial(self._ended, id))
             if woken:
                 self._call(self._wake)
             if asked and self._asked is not None:
