@@ -672,18 +672,19 @@ def test_stopping_a_listener_ends_its_thread_and_connection_at_once(pg_engine: s
 
 @pytest.mark.own_database  # it reads pg_stat_activity
 def test_a_jobs_end_tells_a_listener_its_id_and_wakes_no_queue(pg_engine: sa.Engine) -> None:
+    # Pushed before the listener listens: no push's NOTIFY reaches it.
+    jobs = postgres.Jobs(pg_engine)
+    kept, failing, waiting = _job("invoice"), _job("mail"), _job("mail", run_at=HOLD)
+    for job in (kept, failing, waiting):
+        jobs.push(job)
+    first, second = jobs.claim_many(T0, HOLD, 2)
     own = postgres.make_engine(pg_engine.url.render_as_string(hide_password=False))
     woken, ended = threading.Event(), queue.SimpleQueue[str]()
     stop = postgres.Jobs(own).listen(woken.set, ended=ended.put)
     try:
         _wait_for(lambda: _listeners(pg_engine) == 1)
         assert ended.get(timeout=WAKE) == "", "told once as it connects: any job may have ended"
-        jobs = postgres.Jobs(pg_engine)
-        kept, failing, waiting = _job("invoice"), _job("mail"), _job("mail", run_at=HOLD)
-        for job in (kept, failing, waiting):
-            jobs.push(job)
-        first, second = jobs.claim_many(T0, HOLD, 2)
-        woken.wait(WAKE)
+        assert woken.wait(WAKE), "and woken once, for the pushes it may have missed"
         woken.clear()
         first.ended, first.result, first.expires_at = "done", '"ok"', HOLD
         assert jobs.end(first, True)
