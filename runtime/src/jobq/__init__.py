@@ -6,6 +6,7 @@ The public API is what this module lists in ``__all__``; everything else is priv
 from __future__ import annotations
 
 from jobq.carry import Carrier
+from jobq.completion import complete
 from jobq.current import cancelled, current_job
 from jobq.errors import (
     BadSchedule,
@@ -102,6 +103,7 @@ __all__ = [
     "UnknownJob",
     "ValueDoesNotFit",
     "cancelled",
+    "complete",
     "current_job",
     "default_backoff",
 ]

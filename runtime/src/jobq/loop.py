@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobq.attempt import Attempts
 from jobq.buffer import LONGEST, Buffer
+from jobq.completion import completions
 from jobq.current import asked
 from jobq.errors import StoreError
 from jobq.job import Job
@@ -135,8 +136,10 @@ class Loop:
         run, side = self._run, self._side
         slots, buffer = self._slots, self._buffer
         held, hold = run.held, run.hold
-        # In the context every job's task copies: jobq.cancelled() reads the run's cancels.
+        # In the context every job's task copies: jobq.cancelled() reads the run's cancels,
+        # jobq.complete() its kinds.
         asked.set(run.asked)
+        completions.set(run.completions)
         side_tasks = side.schedules(self._schedules) + side.expiries()
         held.start()
         stop_listening = await side.listen()
@@ -262,6 +265,7 @@ async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
     ran = 0
     run.held.start()  # a drain renews the jobs it runs, as a run does
     cancels = asked.set(run.asked)  # in the caller's context, which each job's task copies
+    completing = completions.set(run.completions)
     try:
         while True:
             now, jobs = await run.calls.claim_held(run.hold, 1, run.claimant)
@@ -276,6 +280,7 @@ async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
             await attempts.outcomes.kept_all()
     finally:
         asked.reset(cancels)
+        completions.reset(completing)
         run.held.stop()
         run.handler_threads.shutdown()
 

@@ -63,6 +63,7 @@ class Outcomes:
         self._wake = run.wakeup.wake
         self._pushed = run.wakeup.pushed
         self._handler_threads = run.handler_threads
+        self._completed = run.completions.done  # done by jobq.complete() in their handlers
         self._on_fails: set[asyncio.Task[None]] = set()  # on_fail, started as a job failed
 
     def finish(self, attempt: Attempt) -> None:
@@ -85,7 +86,11 @@ class Outcomes:
                 self._end(attempt, "done")  # kept, with its result
                 return
         if error is None:
-            if self._queue.observe is None and not (job.at_once or job.one_at_a_time):
+            if (
+                self._queue.observe is None
+                and not (job.at_once or job.one_at_a_time)
+                and not self._completed
+            ):
                 self._calls.settle_then("done", job, _nothing_kept)  # nothing to do once kept
                 return
             how, outcome = "done", Outcome.DONE
@@ -114,7 +119,9 @@ class Outcomes:
 
     def _kept(self, attempt: Attempt, outcome: Outcome, failed: BaseException | None) -> None:
         """The store kept (or ``failed`` to keep) an attempt's outcome: say so, and observe."""
-        if failed is not None:
+        if self._completed and self._was_completed(attempt.job, failed):
+            outcome, attempt.error = Outcome.DONE, None
+        elif failed is not None:
             # Logged as it failed (a stale settle at DEBUG, by StoreCalls): the hold runs out
             # and the job runs again, or a later claim has it; that run is observed.
             return
@@ -157,9 +164,11 @@ class Outcomes:
         kept.add_done_callback(lambda done: context.run(self._ended, attempt, _failure(done)))
 
     def _ended(self, attempt: Attempt, failed: BaseException | None) -> None:
-        if failed is not None:
-            return  # logged as it failed; the hold runs out, and a claim ends it unrun
         job = attempt.job
+        if self._completed and self._was_completed(job, failed):
+            job.ended = "done"
+        elif failed is not None:
+            return  # logged as it failed; the hold runs out, and a claim ends it unrun
         if job.at_once or job.one_at_a_time:
             self._wake()
         if job.ended == "done":
@@ -171,6 +180,22 @@ class Outcomes:
             said, outcome = "a job was cancelled", Outcome.CANCELLED
         say_job(job, logging.INFO, said, attempt=job.attempts)
         self.observe(ran(attempt, outcome))
+
+    def _was_completed(self, job: Job, failed: BaseException | None) -> bool:
+        """Whether the job's handler completed it (``jobq.complete``) in a transaction that
+        committed: the run's own settle was then fenced out, and changed nothing."""
+        if job.id not in self._completed:
+            return False
+        self._completed.discard(job.id)
+        if not isinstance(failed, Stale):
+            return False  # kept by this settle: the handler's transaction rolled back
+        say_job(
+            job,
+            logging.DEBUG,
+            "the job was done in its handler's transaction: the queue's settle changed nothing",
+            attempt=job.attempts,
+        )
+        return True
 
     def _snooze(self, attempt: Attempt, snooze: Snooze) -> None:
         """Put the job back, due after the snooze's wait, its attempt given back where the

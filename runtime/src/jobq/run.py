@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobq.calls import StoreCalls
+from jobq.completion import Completions
 from jobq.deadline import Deadlines
 from jobq.holds import Holds
 from jobq.job import Claimant, Job, Ran
@@ -86,6 +87,8 @@ class Run:
         self.handler_threads = HandlerThreads(workers, handlers)
         # The jobs whose cancel reached the run while it held them (jobq.cancelled() reads it).
         self.asked: set[str] = set()
+        # What jobq.complete() needs, and the jobs it completed in their handlers' transactions.
+        self.completions = Completions(kinds)
         # Claimed and not yet settled: renewed while they run, by a thread of its own,
         # which also asks the store which of them were cancelled.
         self.held = Holds(self.store, self.hold, self._asked_found)

@@ -1,0 +1,83 @@
+"""jobq.complete(store): a handler marks its job done itself, through the store of its own
+transaction; the queue's settle after it changes nothing, and the run is observed once as done."""
+
+from __future__ import annotations
+
+import pytest
+
+import jobq
+from jobq.testing import MemoryStore
+
+
+def test_a_job_completed_by_its_handler_is_done_once_and_observed_once(
+    store: MemoryStore,
+) -> None:
+    ran: list[jobq.Ran] = []
+    q = jobq.Queue(store, observe=ran.append)
+    said: list[bool] = []
+
+    @q.kind("pay")
+    def pay(order: int) -> None:
+        said.append(jobq.complete(store))
+        said.append(jobq.complete(store))  # done already: this attempt no longer holds it
+
+    @q.kind("ship")
+    async def ship(order: int) -> None:
+        jobq.complete(store)
+        raise ConnectionError("the carrier hung up after the job was done")
+
+    paid, shipped = pay.push(1), ship.push(2)
+    assert q.drain() == 2
+    assert said == [True, False]
+    assert [(r.job, r.outcome, r.error) for r in ran] == [
+        (paid, jobq.Outcome.DONE, None),
+        (shipped, jobq.Outcome.DONE, None),
+    ], "done by the handler: the settle after it (a retry too) is fenced out"
+    assert q.status(paid).state == "unknown", "a done job of a kind keeping nothing is gone"
+    assert store.failed() == []
+    assert q.drain() == 0, "never run again"
+
+
+def test_a_kind_that_keeps_results_completes_with_its_result(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+
+    @q.kind("invoice", result=True)
+    async def invoice(order: int) -> str:
+        jobq.complete(store, f"receipt {order}")
+        return "not this: the job was done already"
+
+    id = invoice.push(3)
+    assert q.drain() == 1
+    assert invoice.result(id, timeout=5) == "receipt 3"
+
+
+def test_complete_is_refused_outside_a_handler_and_with_a_result_its_kind_does_not_keep(
+    store: MemoryStore,
+) -> None:
+    q = jobq.Queue(store)
+    refused: list[BaseException] = []
+
+    @q.kind("plain", attempts=1)
+    async def plain(n: int) -> None:
+        try:
+            jobq.complete(store, n)
+        except TypeError as e:
+            refused.append(e)
+
+    @q.kind("kept", attempts=1, result=True)
+    async def kept(n: int) -> int:
+        try:
+            jobq.complete(store)
+        except TypeError as e:
+            refused.append(e)
+        return n
+
+    with pytest.raises(LookupError, match="complete\\(\\) is for code that a job's handler runs"):
+        jobq.complete(store)
+    plain.push(1)
+    kept.push(2)
+    assert q.drain() == 2
+    assert [str(e) for e in refused] == [
+        "kind 'plain' keeps no results: call complete() without one, or give the kind result=True",
+        "kind 'kept' keeps results: give complete() the result, as the handler returns it",
+    ]
