@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = ["jobs.md", "schedules.md", "store.md"]  # pages whose python blocks need only jobq
+# The pages whose python blocks need only jobq.
+PAGES = ["jobs.md", "schedules.md", "store.md", "testing.md"]
 
 
 def blocks(page: Path) -> list[str]:

@@ -41,7 +41,28 @@ if TYPE_CHECKING:
     from jobq.job import Job, Ran
     from jobq.schedule import Schedule
 
-__all__ = ["Queue"]
+__all__ = ["Queue", "unwatch", "watch"]
+
+# Told of each job any queue of the process pushed, as it pushed it: the testing
+# kit's recorder (jobq.testing.pushed). Empty outside tests: one check a push.
+_watchers: list[Callable[[Kind[Any], Job], None]] = []
+
+
+def watch(told: Callable[[Kind[Any], Job], None]) -> None:
+    """Tell ``told`` of each job a queue of this process pushes, from the pushing thread."""
+    _watchers.append(told)
+
+
+def unwatch(told: Callable[[Kind[Any], Job], None]) -> None:
+    """Stop telling ``told``."""
+    _watchers.remove(told)
+
+
+def _tell(kind: Kind[Any], jobs: Sequence[Job]) -> None:
+    for told in list(_watchers):
+        for job in jobs:
+            told(kind, job)
+
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -195,6 +216,8 @@ class Queue:
         pushed = _push_to(target, kind.options, job)
         if pushed and target is self.store:
             self._pushed(job)
+        if pushed and _watchers:
+            _tell(kind, (job,))
         return job.id if pushed else ""
 
     async def _apush(self, kind: Kind[Any], job: Job, store: Store | None) -> str:
@@ -206,18 +229,20 @@ class Queue:
         pushed = await calls.call(_push_to, target, kind.options, job)
         if pushed and target is self.store:
             self._pushed(job)
+        if pushed and _watchers:
+            _tell(kind, (job,))
         return job.id if pushed else ""
 
     def _push_many(self, kind: Kind[Any], jobs: list[Job], store: Store | None) -> list[str]:
         target = self._ready_many(kind, jobs, store)
         pushed = _push_many_to(target, kind.options, jobs)
-        return self._pushed_many(target, jobs, pushed)
+        return self._pushed_many(kind, target, jobs, pushed)
 
     async def _apush_many(self, kind: Kind[Any], jobs: list[Job], store: Store | None) -> list[str]:
         target = self._ready_many(kind, jobs, store)
         calls = self._calls if target is self.store else StoreCalls(target)
         pushed = await calls.call(_push_many_to, target, kind.options, jobs)
-        return self._pushed_many(target, jobs, pushed)
+        return self._pushed_many(kind, target, jobs, pushed)
 
     def _ready_many(self, kind: Kind[Any], jobs: list[Job], store: Store | None) -> Store:
         """The store to push ``jobs`` through, checked, and each job carrying this context."""
@@ -230,7 +255,11 @@ class Queue:
                 job.carried = context
         return target
 
-    def _pushed_many(self, target: Store, jobs: list[Job], pushed: list[bool]) -> list[str]:
+    def _pushed_many(
+        self, kind: Kind[Any], target: Store, jobs: list[Job], pushed: list[bool]
+    ) -> list[str]:
+        if _watchers:
+            _tell(kind, [job for job, was in zip(jobs, pushed, strict=True) if was])
         if target is self.store and any(pushed):
             # One wake, for the soonest: the queue claims the rest as it goes.
             self._pushed(min((j for j, was in zip(jobs, pushed, strict=True) if was), key=_due))

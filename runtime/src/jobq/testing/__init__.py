@@ -1,4 +1,5 @@
-"""What an app's tests use: MemoryStore, and the Store conformance suite.
+"""What an app's tests use: MemoryStore, the Store conformance suite, and the testing kit
+(``pushed`` and ``run_job``, whose fixtures the pytest plugin gives: docs/testing.md).
 
 An app checks its own Store by subclassing the suite and giving it a fresh,
 empty store for each test, through a fixture named ``store`` (the suite's
@@ -71,7 +72,9 @@ from jobq.testing._store import StorePromises
 from jobq.testing._support import at_once, is_brief
 from jobq.testing._transaction import InTransaction
 from jobq.testing._unique import UniqueStorePromises
+from jobq.testing.job_run import JobRun, arun_job, run_job
 from jobq.testing.memory import MemoryStore
+from jobq.testing.pushes import Pushed, pushed
 
 __all__ = [
     "AtOnceStorePromises",
@@ -83,11 +86,13 @@ __all__ = [
     "GiveBackStorePromises",
     "HoldBackStorePromises",
     "InTransaction",
+    "JobRun",
     "LatestStorePromises",
     "MemoryStore",
     "OneAtATimeStorePromises",
     "PauseStorePromises",
     "PushManyStorePromises",
+    "Pushed",
     "RenewStorePromises",
     "ResultStorePromises",
     "ScheduleStorePromises",
@@ -98,7 +103,10 @@ __all__ = [
     "StoreSuite",
     "StoreSuiteInBrief",
     "UniqueStorePromises",
+    "arun_job",
     "at_once",
+    "pushed",
+    "run_job",
 ]
 
 
