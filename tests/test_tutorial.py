@@ -120,6 +120,13 @@ def test_the_tutorial_runs_as_written(tmp_path: Path, postgres_url: str) -> None
         )  # fmt: skip
         assert tests.returncode == 0, tests.stdout + tests.stderr
         assert "2 passed" in tests.stdout
+        # The app's own tests that list its kinds pass with the tutorial's among them.
+        listing = app.run(
+            app.python, "-m", "pytest", "tests/test_cli.py", "tests/test_bad_input.py", "-k",
+            "kind", "-p", "no:cacheprovider", env=env, timeout=300,
+        )  # fmt: skip
+        assert listing.returncode == 0, listing.stdout + listing.stderr
+        assert " passed" in listing.stdout
 
         # 6. It fails, retries, and fails for good while the receiver is down.
         written("JOBS_PAGE_PASSWORD=change-me-to-a-secret ./myapp serve")

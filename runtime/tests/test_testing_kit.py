@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq.testing import JobRun, MemoryStore, Pushed, arun_job, run_job
+from jobq.testing import JobRun, MemoryStore, Pushed, arun_job, rolled_back, run_job
 
 
 @dataclass
@@ -130,10 +130,12 @@ def test_the_plugins_fixtures_are_fresh_for_each_test(
     jobq_memory_store: MemoryStore,
     jobq_queue: jobq.Queue,
     jobq_run_job: Callable[..., JobRun[Any]],
+    jobq_rolled_back: Callable[..., Any],
 ) -> None:
     assert jobq_queue.store is jobq_memory_store
     assert len(jobq_memory_store) == 0
     assert jobq_run_job is run_job
+    assert jobq_rolled_back is rolled_back  # on a real database: the rendered apps' tests
 
 
 def test_the_plugin_is_registered_and_loading_it_imports_no_sqlalchemy() -> None:

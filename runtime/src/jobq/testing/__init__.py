@@ -75,6 +75,7 @@ from jobq.testing._unique import UniqueStorePromises
 from jobq.testing.job_run import JobRun, arun_job, run_job
 from jobq.testing.memory import MemoryStore
 from jobq.testing.pushes import Pushed, pushed
+from jobq.testing.rollback import rolled_back
 
 __all__ = [
     "AtOnceStorePromises",
@@ -106,6 +107,7 @@ __all__ = [
     "arun_job",
     "at_once",
     "pushed",
+    "rolled_back",
     "run_job",
 ]
 
