@@ -7,12 +7,13 @@ import threading
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 import jobq
-from jobq.testing import JobRun, MemoryStore, Pushed, arun_job, rolled_back, run_job
+from jobq.testing import JobRun, MemoryStore, Pushed, arun_job, inline, rolled_back, run_job
 
 
 @dataclass
@@ -147,3 +148,47 @@ def test_the_plugin_is_registered_and_loading_it_imports_no_sqlalchemy() -> None
     assert entry.value == "jobq.testing.plugin"
     code = "import sys, jobq.testing.plugin; assert 'sqlalchemy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_inline_runs_each_push_at_once_and_only_within_its_block() -> None:
+    q = jobq.Queue(MemoryStore())
+    ran: list[int] = []
+
+    @q.kind("mail")
+    def mail(n: int) -> None:
+        ran.append(n)
+        if n == 1:
+            follow_up.push(10)  # pushed by a job: run at once too, before its push returns
+
+    @q.kind("follow-up")
+    async def follow_up(n: int) -> None:
+        ran.append(n)
+
+    with inline(q):
+        mail.push(1)
+        assert ran == [1, 10], "the job, and the one it pushed, ran as they were pushed"
+        mail.push_at(datetime.now(UTC) + timedelta(hours=1), 2)
+        assert ran == [1, 10], "a job for later waits for its time"
+        mail.push_many([3, 4])
+        assert ran == [1, 10, 3, 4]
+    mail.push(5)
+    assert ran == [1, 10, 3, 4], "after the block, a push only pushes"
+    with inline(q), pytest.raises(RuntimeError, match="one inline\\(\\) at a time"), inline(q):
+        pass
+
+
+async def test_inline_runs_an_async_push_in_the_pushing_task_and_a_plain_one_beside_it() -> None:
+    q = jobq.Queue(MemoryStore())
+    ran: list[int] = []
+
+    @q.kind("mail")
+    async def mail(n: int) -> None:
+        ran.append(n)
+
+    with inline(q):
+        await mail.apush(1)
+        assert ran == [1]
+        mail.push(2)  # a plain push on the loop's thread: run in a thread of its own
+        assert ran == [1, 2]
+        await mail.apush_many([3])
+        assert ran == [1, 2, 3]

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from jobq.job import Job, Ran
     from jobq.schedule import Schedule
 
-__all__ = ["Queue", "unwatch", "watch"]
+__all__ = ["Inline", "Queue", "unwatch", "watch"]
 
 # Told of each job any queue of the process pushed, as it pushed it: the testing
 # kit's recorder (jobq.testing.pushed). Empty outside tests: one check a push.
@@ -66,6 +66,17 @@ def _tell(kind: Kind[Any], jobs: Sequence[Job]) -> None:
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class Inline(Protocol):
+    """What a queue tells ``jobq.testing.inline`` of: each push (``through_queue``: through
+    the queue's own store, not one bound to a transaction), and each ``wake()``."""
+
+    def pushed(self, through_queue: bool) -> None: ...
+
+    async def apushed(self, through_queue: bool) -> None: ...
+
+    def woken(self) -> None: ...
 
 
 class _Register(Protocol):
@@ -125,6 +136,8 @@ class Queue:
         self._running: Loop | None = None  # the run under way, if any
         self._calls = StoreCalls(store)  # for pushes from async code: each in a thread
         self._ends = Ends(store)  # wakes the waits for results, where the store notifies
+        # Set by jobq.testing.inline: told of each push, to run its job at once.
+        self._inline: Inline | None = None
 
     # Registration
 
@@ -218,6 +231,8 @@ class Queue:
             self._pushed(job)
         if pushed and _watchers:
             _tell(kind, (job,))
+        if pushed and self._inline is not None:
+            self._inline.pushed(target is self.store)
         return job.id if pushed else ""
 
     async def _apush(self, kind: Kind[Any], job: Job, store: Store | None) -> str:
@@ -231,18 +246,26 @@ class Queue:
             self._pushed(job)
         if pushed and _watchers:
             _tell(kind, (job,))
+        if pushed and self._inline is not None:
+            await self._inline.apushed(target is self.store)
         return job.id if pushed else ""
 
     def _push_many(self, kind: Kind[Any], jobs: list[Job], store: Store | None) -> list[str]:
         target = self._ready_many(kind, jobs, store)
         pushed = _push_many_to(target, kind.options, jobs)
-        return self._pushed_many(kind, target, jobs, pushed)
+        ids = self._pushed_many(kind, target, jobs, pushed)
+        if any(pushed) and self._inline is not None:
+            self._inline.pushed(target is self.store)
+        return ids
 
     async def _apush_many(self, kind: Kind[Any], jobs: list[Job], store: Store | None) -> list[str]:
         target = self._ready_many(kind, jobs, store)
         calls = self._calls if target is self.store else StoreCalls(target)
         pushed = await calls.call(_push_many_to, target, kind.options, jobs)
-        return self._pushed_many(kind, target, jobs, pushed)
+        ids = self._pushed_many(kind, target, jobs, pushed)
+        if any(pushed) and self._inline is not None:
+            await self._inline.apushed(target is self.store)
+        return ids
 
     def _ready_many(self, kind: Kind[Any], jobs: list[Job], store: Store | None) -> Store:
         """The store to push ``jobs`` through, checked, and each job carrying this context."""
@@ -293,6 +316,8 @@ class Queue:
         running = self._running
         if running is not None:
             running.wakeup.wake()
+        if self._inline is not None:
+            self._inline.woken()
 
     # Control
 

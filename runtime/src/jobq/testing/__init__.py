@@ -72,6 +72,7 @@ from jobq.testing._store import StorePromises
 from jobq.testing._support import at_once, is_brief
 from jobq.testing._transaction import InTransaction
 from jobq.testing._unique import UniqueStorePromises
+from jobq.testing.inline import inline
 from jobq.testing.job_run import JobRun, arun_job, run_job
 from jobq.testing.memory import MemoryStore
 from jobq.testing.pushes import Pushed, pushed
@@ -106,6 +107,7 @@ __all__ = [
     "UniqueStorePromises",
     "arun_job",
     "at_once",
+    "inline",
     "pushed",
     "rolled_back",
     "run_job",
