@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -540,15 +541,25 @@ def test_the_stores_statements_on_a_pooled_connection_share_one_cursor(
 @pytest.fixture
 def listening(pg_engine: sa.Engine) -> Iterator[threading.Event]:
     """A store of its own engine listening; the event is set at each wake."""
+    with _listening(pg_engine) as woken:
+        yield woken
+
+
+@contextmanager
+def _listening(pg_engine: sa.Engine) -> Iterator[threading.Event]:
+    """``listening``, from where the block starts: a test that pushes first starts it after,
+    so that none of its pushes' NOTIFYs can come after the event was cleared."""
     own = postgres.make_engine(pg_engine.url.render_as_string(hide_password=False))
     woken = threading.Event()
     stop = postgres.Jobs(own).listen(woken.set)
-    _wait_for(lambda: _listeners(pg_engine) == 1)
-    woken.wait(WAKE)  # the wake a new connection gives, for what it may have missed
-    woken.clear()
-    yield woken
-    stop()
-    own.dispose()
+    try:
+        _wait_for(lambda: _listeners(pg_engine) == 1)
+        woken.wait(WAKE)  # the wake a new connection gives, for what it may have missed
+        woken.clear()
+        yield woken
+    finally:
+        stop()
+        own.dispose()
 
 
 def _listeners(engine: sa.Engine) -> int:
@@ -595,24 +606,30 @@ def test_a_push_in_the_apps_transaction_wakes_as_it_commits_and_not_before(
 
 @pytest.mark.own_database  # it reads pg_stat_activity
 def test_a_settle_of_a_limited_kind_wakes_the_queues_and_one_with_no_limit_does_not(
-    listening: threading.Event, pg_engine: sa.Engine
+    pg_engine: sa.Engine,
 ) -> None:
     jobs = postgres.Jobs(pg_engine)
     jobs.push(_job("mail"))
     jobs.push(_job("resize", at_once=1))
     mail, resize = jobs.claim_many(T0, HOLD, 2)
-    listening.wait(WAKE)
-    listening.clear()
-    jobs.done(mail)
-    assert not listening.wait(0.3)
-    jobs.done(resize)
-    assert listening.wait(WAKE)
+    with _listening(pg_engine) as listening:  # after the pushes: their NOTIFYs are not its
+        jobs.done(mail)
+        assert not listening.wait(0.3)
+        jobs.done(resize)
+        assert listening.wait(WAKE)
 
 
 @pytest.mark.own_database  # it reads pg_stat_activity
 def test_a_cancel_of_a_running_job_tells_every_listening_queue_to_ask_at_once(
     pg_engine: sa.Engine,
 ) -> None:
+    # Pushed and claimed before the listener listens: no push's NOTIFY can reach it
+    # after the events are cleared, and read as the cancel's.
+    jobs = postgres.Jobs(pg_engine)
+    running, waiting = _job("mail"), _job("mail", run_at=T0 + timedelta(hours=1))
+    jobs.push(running)
+    jobs.push(waiting)
+    assert jobs.claim(T0, HOLD) is not None
     own = postgres.make_engine(pg_engine.url.render_as_string(hide_password=False))
     woken, asked = threading.Event(), threading.Event()
     stop = postgres.Jobs(own).listen(woken.set, asked.set)
@@ -620,12 +637,6 @@ def test_a_cancel_of_a_running_job_tells_every_listening_queue_to_ask_at_once(
         _wait_for(lambda: _listeners(pg_engine) == 1)
         assert woken.wait(WAKE), "woken once as it connects"
         assert asked.wait(WAKE), "and told to ask"
-        jobs = postgres.Jobs(pg_engine)
-        running, waiting = _job("mail"), _job("mail", run_at=T0 + timedelta(hours=1))
-        jobs.push(running)
-        jobs.push(waiting)
-        assert jobs.claim(T0, HOLD) is not None
-        woken.wait(WAKE)
         woken.clear()
         asked.clear()
         assert jobs.cancel(waiting.id, T0) == "cancelled"
