@@ -81,3 +81,26 @@ def test_complete_is_refused_outside_a_handler_and_with_a_result_its_kind_does_n
         "kind 'plain' keeps no results: call complete() without one, or give the kind result=True",
         "kind 'kept' keeps results: give complete() the result, as the handler returns it",
     ]
+
+
+def test_the_runs_record_of_completed_jobs_is_emptied_as_each_attempt_ends(
+    store: MemoryStore,
+) -> None:
+    from jobq.completion import completions
+
+    q = jobq.Queue(store)
+    left: list[int] = []
+
+    @q.kind("first", priority=1)
+    async def first(n: int) -> None:
+        jobq.complete(store)
+        raise jobq.Snooze(60)  # its settle goes another way than done's: still forgotten
+
+    @q.kind("second")
+    async def second(n: int) -> None:
+        left.append(len(completions.get().done))
+
+    first.push(1)
+    second.push(2)
+    assert q.drain() == 2
+    assert left == [0], "what the run keeps of the first job's complete() went as it ended"

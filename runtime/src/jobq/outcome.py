@@ -48,6 +48,7 @@ class Attempt:
     error: BaseException | None = None  # None: it ran to its end
     end: str | None = None  # "cancelled": its cancel came before its handler ended; "expired"
     unrun: bool = False  # ended before its handler started
+    completed: bool = False  # its handler called jobq.complete(), and the store took it
     started: float = 0.0  # the loop's clock as the handler started, and as it ended
     ended: float = 0.0
 
@@ -76,6 +77,10 @@ class Outcomes:
         # No longer renewed from here: a renewal that meets the settled job must not
         # take it for one another claim has.
         self._held.pop(job.id)
+        completed = self._completed
+        if completed and job.id in completed:  # taken from the run's set here: it never grows
+            completed.discard(job.id)
+            attempt.completed = True
         how: Settle
         if attempt.end is not None:
             self._end(attempt, attempt.end)
@@ -89,7 +94,7 @@ class Outcomes:
             if (
                 self._queue.observe is None
                 and not (job.at_once or job.one_at_a_time)
-                and not self._completed
+                and not attempt.completed
             ):
                 self._calls.settle_then("done", job, _nothing_kept)  # nothing to do once kept
                 return
@@ -119,7 +124,7 @@ class Outcomes:
 
     def _kept(self, attempt: Attempt, outcome: Outcome, failed: BaseException | None) -> None:
         """The store kept (or ``failed`` to keep) an attempt's outcome: say so, and observe."""
-        if self._completed and self._was_completed(attempt.job, failed):
+        if attempt.completed and _was_completed(attempt.job, failed):
             outcome, attempt.error = Outcome.DONE, None
         elif failed is not None:
             # Logged as it failed (a stale settle at DEBUG, by StoreCalls): the hold runs out
@@ -165,7 +170,7 @@ class Outcomes:
 
     def _ended(self, attempt: Attempt, failed: BaseException | None) -> None:
         job = attempt.job
-        if self._completed and self._was_completed(job, failed):
+        if attempt.completed and _was_completed(job, failed):
             job.ended = "done"
         elif failed is not None:
             return  # logged as it failed; the hold runs out, and a claim ends it unrun
@@ -180,22 +185,6 @@ class Outcomes:
             said, outcome = "a job was cancelled", Outcome.CANCELLED
         say_job(job, logging.INFO, said, attempt=job.attempts)
         self.observe(ran(attempt, outcome))
-
-    def _was_completed(self, job: Job, failed: BaseException | None) -> bool:
-        """Whether the job's handler completed it (``jobq.complete``) in a transaction that
-        committed: the run's own settle was then fenced out, and changed nothing."""
-        if job.id not in self._completed:
-            return False
-        self._completed.discard(job.id)
-        if not isinstance(failed, Stale):
-            return False  # kept by this settle: the handler's transaction rolled back
-        say_job(
-            job,
-            logging.DEBUG,
-            "the job was done in its handler's transaction: the queue's settle changed nothing",
-            attempt=job.attempts,
-        )
-        return True
 
     def _snooze(self, attempt: Attempt, snooze: Snooze) -> None:
         """Put the job back, due after the snooze's wait, its attempt given back where the
@@ -318,6 +307,20 @@ def _result_of(attempt: Attempt) -> Permanent | None:
             f"as failed, not run again: fix what the handler returns, or its return annotation"
         )
     return None
+
+
+def _was_completed(job: Job, failed: BaseException | None) -> bool:
+    """Whether a job its handler completed (``jobq.complete``) was done in a transaction that
+    committed: the run's own settle was then fenced out, and changed nothing."""
+    if not isinstance(failed, Stale):
+        return False  # kept by this settle: the handler's transaction rolled back
+    say_job(
+        job,
+        logging.DEBUG,
+        "the job was done in its handler's transaction: the queue's settle changed nothing",
+        attempt=job.attempts,
+    )
+    return True
 
 
 def _nothing_kept(failed: BaseException | None) -> None:
