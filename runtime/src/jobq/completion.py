@@ -76,11 +76,7 @@ def complete(store: Store, result: Any = _NO_RESULT) -> bool:
         if not isinstance(store, ResultStore):
             raise ConfigError(f"{store!r} keeps no results: it is no jobq.ResultStore")
         done.result = kind.results.encode(result)
-        now = datetime.now(UTC)
-        done.ended, done.failed_at, done.error = "done", now, None
-        kept_for = kind.options.kept_for
-        assert kept_for is not None  # a kind with a results codec keeps them
-        done.expires_at = now + kept_for
+        kind.done_kept(done, datetime.now(UTC))
         kept = store.end(done, True)
     else:
         if result is not _NO_RESULT:

@@ -455,6 +455,13 @@ class Kind(Generic[T, R]):
         run_at = datetime.now(UTC) if at is None else utc(at)
         return [self._job(value, run_at, priority, attempts, expires_at) for value in values]
 
+    def done_kept(self, job: Job, at: datetime) -> None:
+        """Mark ``job`` done at ``at``, kept (with its ``result``) for this kind's retention:
+        what ``ResultStore``'s ``end`` keeps. For a kind that keeps results only."""
+        kept_for = self.options.kept_for
+        assert kept_for is not None, f"kind {self.name!r} keeps no results"
+        job.ended, job.failed_at, job.error, job.expires_at = "done", at, None, at + kept_for
+
     def result(self, id: str, *, timeout: float | timedelta | None = None) -> R:
         """What the job ``id``'s handler returned, once it is done: waits for it.
 

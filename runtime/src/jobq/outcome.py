@@ -160,10 +160,10 @@ class Outcomes:
         attempt.error = None
         # An expired job ended as its time came, as the store's sweep keeps it too.
         at = job.expires_at if how == "expired" and job.expires_at else datetime.now(UTC)
-        job.ended, job.failed_at, job.error = how, at, None
-        kept_for = attempt.kind.options.kept_for
-        if how == "done" and kept_for is not None:
-            job.expires_at = at + kept_for
+        if how == "done":
+            attempt.kind.done_kept(job, at)
+        else:
+            job.ended, job.failed_at, job.error = how, at, None
         context = contextvars.copy_context()
         kept = self._calls.end(job, not attempt.unrun)
         kept.add_done_callback(lambda done: context.run(self._ended, attempt, _failure(done)))

@@ -175,9 +175,11 @@ class Ends:
                     self._linger.start()
 
     def _ended(self, id: str) -> None:
-        with self._lock:
-            tells = [t for ts in self._waits.values() for t in ts] if not id else []
-            tells += self._waits.get(id, ()) if id else ()
+        with self._lock:  # "": any job may have ended (the listener connected again)
+            if id:
+                tells = list(self._waits.get(id, ()))
+            else:
+                tells = [tell for waits in self._waits.values() for tell in waits]
         for tell in tells:
             tell()
 
