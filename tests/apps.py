@@ -45,8 +45,9 @@ def render(db: str, into: Path, **data: str) -> Path:
 class Installed:
     """A rendered app, installed in a virtual environment of its own."""
 
-    def __init__(self, db: str, folder: Path, venv: Path) -> None:
+    def __init__(self, db: str, folder: Path, venv: Path, web: str = "starlette") -> None:
         self.db = db
+        self.web = web  # the answer web: the framework of its web.py
         self.folder = folder
         self.venv = venv
         self.python = str(venv / "bin" / "python")
@@ -81,9 +82,9 @@ class Installed:
         )
 
 
-def install(db: str, base: Path) -> Installed:
+def install(db: str, base: Path, **data: str) -> Installed:
     """Render the app for ``db`` under ``base`` and install it, with its test extra."""
-    folder = render(db, base / APP)
+    folder = render(db, base / APP, **data)
     venv = base / "venv"
     # uv: 11 s of CPU an app where pip took 42. The runtime is a local directory, which
     # uv would take from its cache unless its pyproject changed: build it afresh. Compiled
@@ -91,7 +92,7 @@ def install(db: str, base: Path) -> Installed:
     # set, each of the many processes the tests start would compile every module it imports.
     uv = [sys.executable, "-m", "uv"]
     subprocess.run([*uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
-    installed = Installed(db, folder, venv)
+    installed = Installed(db, folder, venv, data.get("web", "starlette"))
     installing = installed.run(
         *uv, "pip", "install", "-q", "--compile-bytecode", "--python", installed.python,
         "--reinstall-package", "jobq", "-e", ".[test]",

@@ -153,28 +153,30 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def apps(run_folder: Path) -> Callable[[str], Installed]:
-    """The app rendered for a database and installed, once a run for each database.
+def apps(run_folder: Path) -> Callable[..., Installed]:
+    """The app rendered for a database (and a web framework: web.py's) and installed, once a
+    run for each.
 
-    Under pytest-xdist each worker is a session of its own: the first to need a
-    database's app installs it in the run's shared folder, under a lock, and the
-    others wait for it and use the same one (their tests only read its files).
+    Under pytest-xdist each worker is a session of its own: the first to need an
+    app installs it in the run's shared folder, under a lock, and the others
+    wait for it and use the same one (their tests only read its files).
     """
     shared = run_folder
-    installed: dict[str, Installed] = {}
+    installed: dict[tuple[str, str], Installed] = {}
 
-    def app(db: str) -> Installed:
-        if db not in installed:
-            with (shared / f"app-{db}.lock").open("w") as lock:
+    def app(db: str, web: str = "starlette") -> Installed:
+        if (db, web) not in installed:
+            name = f"app-{db}" if web == "starlette" else f"app-{db}-{web}"
+            with (shared / f"{name}.lock").open("w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
-                folder = shared / f"app-{db}"
+                folder = shared / name
                 if (folder / "installed").exists():
-                    installed[db] = Installed(db, folder / APP, folder / "venv")
+                    installed[db, web] = Installed(db, folder / APP, folder / "venv", web)
                 else:
                     shutil.rmtree(folder, ignore_errors=True)  # a worker that failed halfway
                     folder.mkdir()
-                    installed[db] = install(db, folder)
+                    installed[db, web] = install(db, folder, web=web)
                     (folder / "installed").touch()
-        return installed[db]
+        return installed[db, web]
 
     return app

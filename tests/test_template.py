@@ -34,17 +34,27 @@ if TYPE_CHECKING:
 
 # The databases whose app these tests render: each with its own Store and migrations.
 DATABASES = ["sqlite", "postgres", "mysql"]
+# Each on the default web framework, Starlette, and on FastAPI (web=fastapi).
+APPS = [(db, "starlette") for db in DATABASES] + [(db, "fastapi") for db in DATABASES]
 
 
-@pytest.fixture(scope="module", params=DATABASES)
-def app(request: pytest.FixtureRequest, apps: Callable[[str], Installed]) -> Installed:
-    return apps(request.param)
+@pytest.fixture(
+    scope="module",
+    params=APPS,
+    ids=[db if web == "starlette" else f"{db}-{web}" for db, web in APPS],
+)
+def app(request: pytest.FixtureRequest, apps: Callable[..., Installed]) -> Installed:
+    db, web = request.param
+    return apps(db, web)
 
 
 def test_the_rendered_store_is_the_template_source_as_it_is(app: Installed) -> None:
     rendered = app.folder / "src" / APP
     assert (rendered / "jobs_db.py").read_text() == (
         ROOT / "template" / "_stores" / f"{app.db}.py"
+    ).read_text()
+    assert (rendered / "web.py").read_text() == (
+        ROOT / "template" / "_web" / f"{app.web}.py"
     ).read_text()
     # The plumbing is jobq's store kit's (jobq.sql): the app has its SQL alone.
     assert sorted(p.name for p in rendered.glob("jobs_*.py")) == ["jobs_db.py"]
@@ -56,6 +66,7 @@ def test_the_rendered_store_is_the_template_source_as_it_is(app: Installed) -> N
     # Neither the other databases' sources nor the template's own folders are copied.
     assert not list(app.folder.rglob("_stores"))
     assert not list(app.folder.rglob("_migrations"))
+    assert not list(app.folder.rglob("_web"))
     assert os.access(app.folder / APP, os.X_OK)
 
 
@@ -107,10 +118,15 @@ def test_the_rendered_app_type_checks_strictly(app: Installed, run_folder: Path)
     assert mypy.returncode == 0, mypy.stdout + mypy.stderr
 
 
+@pytest.mark.parametrize("db", DATABASES)
 def test_the_jobs_command_lists_a_failed_job_and_runs_it_again(
-    app: Installed, tmp_path: Path
+    db: str, apps: Callable[..., Installed], tmp_path: Path
 ) -> None:
-    """./myapp as a user types it, on a database where a job failed for good."""
+    """./myapp as a user types it, on a database where a job failed for good.
+
+    On the Starlette app alone: cli.py is the same whatever web.py is.
+    """
+    app = apps(db)
     with contextlib.ExitStack() as stack:
         if app.db == "sqlite":
             url = f"sqlite:///{tmp_path / 'app.sqlite3'}"

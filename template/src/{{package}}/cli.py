@@ -25,8 +25,8 @@ from .app import make_app
 from .kinds import KEEP_FAILED
 from .migrate import Unmigrated, check, upgrade
 from .request_id import RequestIdFilter
+from .server import QueueDied
 from .shown import visible
-from .web import QueueDied
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
