@@ -49,7 +49,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # The files of the tests that take minutes (stories, rendered apps' own suites, a
 # browser, the model runs), the longest first; the rest keep their order after them.
 LONGEST = ["test_cluster.py", "test_template.py", "test_model.py", "test_instances.py",
-           "test_browser.py", "test_tutorial.py", "test_outage.py"]  # fmt: skip
+           "test_browser.py", "test_tutorial.py", "test_existing.py", "test_outage.py"]  # fmt: skip
 
 
 def _longest_first(item: pytest.Item) -> int:
