@@ -44,9 +44,10 @@ T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 HOLD = timedelta(seconds=30)  # a claim's hold: the machine's clock moves past it at times
 
 PROFILES = {
-    # The test command: under a minute for the three stores on these machines.
+    # The test command: about a minute for the three stores on these machines (200
+    # examples had grown to three and a half, under the run's load, as the model grew).
     "ci": settings(
-        max_examples=200,
+        max_examples=100,
         stateful_step_count=40,
         deadline=None,
         database=None,  # a failure prints its steps; no .hypothesis folder in the tree

@@ -20,7 +20,7 @@ from alembic.util import CommandError
 from sqlalchemy import exc
 from sqlalchemy.engine import make_url
 
-from . import settings, web
+from . import settings
 from .app import make_app
 from .kinds import KEEP_FAILED
 from .migrate import Unmigrated, check, upgrade
@@ -185,6 +185,10 @@ def serve(
     _log_lines(logging.INFO)
     with clear_errors():
         app = make_app()
+    # Imported here: the web framework (FastAPI's pydantic above all) is most of what
+    # a command would import, and only serve needs it.
+    from . import web
+
     with app, clear_errors():
         web.serve(app, host=host, port=port)
 
