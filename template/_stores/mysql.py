@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import jobq
 from jobq import Job
-from jobq.sql import mysql, rows
+from jobq.sql import listing, mysql, rows
 from jobq.sql.mysql import Database, Statements, make_engine
 
 if TYPE_CHECKING:
@@ -675,6 +675,22 @@ class Jobs:
             return None
         found = self._db.run(lambda sql: sql.rows(_STATUS, {"id": key}), alone=True)
         return rows.status(found, now)
+
+    # BrowseStore
+
+    def browse(
+        self,
+        listed: jobq.Listed,
+        now: datetime,
+        *,
+        kind: str | None = None,
+        after: jobq.Place | None = None,
+        limit: int = 50,
+    ) -> list[jobq.Status]:
+        statement, params = listing.statement(listed, now, kind=kind, after=after, limit=limit)
+        return listing.statuses(
+            self._db.run(lambda sql: sql.rows(statement, params), alone=True), now
+        )
 
     # StatsStore
 

@@ -16,7 +16,7 @@ import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
-from jobq.sql import postgres, rows
+from jobq.sql import listing, postgres, rows
 from jobq.sql.postgres import Database, make_engine
 
 if TYPE_CHECKING:
@@ -786,6 +786,20 @@ class Jobs:
         if key is None:
             return None
         return rows.status(self._db.run(lambda sql: sql.rows(_STATUS, {"id": key})), now)
+
+    # BrowseStore
+
+    def browse(
+        self,
+        listed: jobq.Listed,
+        now: datetime,
+        *,
+        kind: str | None = None,
+        after: jobq.Place | None = None,
+        limit: int = 50,
+    ) -> list[jobq.Status]:
+        statement, params = listing.statement(listed, now, kind=kind, after=after, limit=limit)
+        return listing.statuses(self._db.run(lambda sql: sql.rows(statement, params)), now)
 
     # StatsStore
 

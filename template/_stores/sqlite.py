@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Literal
 
-from jobq.sql import rows, sqlite
+from jobq.sql import listing, rows, sqlite
 from jobq.sql.sqlite import BEGIN, Database, make_engine
 
 if TYPE_CHECKING:
@@ -638,6 +638,20 @@ class Jobs:
         if key is None:
             return None
         return rows.status(self._db.read(lambda sql: sql.rows(_STATUS, {"id": key})), now)
+
+    # BrowseStore
+
+    def browse(
+        self,
+        listed: jobq.Listed,
+        now: datetime,
+        *,
+        kind: str | None = None,
+        after: jobq.Place | None = None,
+        limit: int = 50,
+    ) -> list[jobq.Status]:
+        statement, params = listing.statement(listed, now, kind=kind, after=after, limit=limit)
+        return listing.statuses(self._db.read(lambda sql: sql.rows(statement, params)), now)
 
     # StatsStore
 

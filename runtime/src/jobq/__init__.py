@@ -26,6 +26,7 @@ from jobq.errors import (
 from jobq.job import Claimant, Job, Outcome, Ran
 from jobq.kind import KEEP_RESULTS, Kind, default_backoff
 from jobq.limiter import Limiter
+from jobq.listing import LISTS, Listed, Place, place_of
 from jobq.queue import Queue
 from jobq.schedule import Cron, Every, Schedule
 from jobq.stats import KindStats
@@ -33,6 +34,7 @@ from jobq.status import State, Status
 from jobq.store import (
     AtOnceStore,
     BatchStore,
+    BrowseStore,
     CancelStore,
     CarryStore,
     FailedStore,
@@ -57,6 +59,7 @@ __all__ = [
     "AtOnceStore",
     "BadSchedule",
     "BatchStore",
+    "BrowseStore",
     "CancelStore",
     "Carrier",
     "CarryStore",
@@ -75,13 +78,16 @@ __all__ = [
     "KEEP_RESULTS",
     "Kind",
     "KindStats",
+    "LISTS",
     "LatestStore",
     "Limiter",
+    "Listed",
     "NotifyStore",
     "OneAtATimeStore",
     "Outcome",
     "PauseStore",
     "Permanent",
+    "Place",
     "PushManyStore",
     "Queue",
     "Ran",
@@ -106,4 +112,5 @@ __all__ = [
     "complete",
     "current_job",
     "default_backoff",
+    "place_of",
 ]

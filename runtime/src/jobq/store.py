@@ -16,12 +16,14 @@ from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 from jobq.job import Claimant, Job
+from jobq.listing import Listed, Place
 from jobq.stats import KindStats
 from jobq.status import Status
 
 __all__ = [
     "AtOnceStore",
     "BatchStore",
+    "BrowseStore",
     "CancelStore",
     "CarryStore",
     "FailedStore",
@@ -219,6 +221,33 @@ class StatusStore(Store, Protocol):
         "failed", "cancelled", "expired" or, kept with its result, "done"
         (``since``: when it ended; ``job.result`` the result). A job
         that never ran has ``attempts`` 0; one that did, its latest error.
+        """
+        ...
+
+
+@runtime_checkable
+class BrowseStore(StatusStore, Protocol):
+    """A StatusStore that lists its jobs by state, a page at a time: for an operator's page."""
+
+    def browse(
+        self,
+        listed: Listed,
+        now: datetime,
+        *,
+        kind: str | None = None,
+        after: Place | None = None,
+        limit: int = 50,
+    ) -> list[Status]:
+        """A page of the jobs in the list ``listed`` at ``now``, each as ``status`` tells it.
+
+        Each job is in one list (``jobq.Listed`` says which). The waiting,
+        scheduled and retrying lists are read the oldest first, by ``run_at``;
+        running by when its claim took it; failed, cancelled and done the latest
+        first, by when they ended; ties by ID, in push order. ``kind``: its jobs
+        alone. ``after``: the place of the previous page's last job
+        (``jobq.place_of``), for the page past it: a keyset, so a page costs the
+        same however deep it is, and a job pushed or ended meanwhile is neither
+        listed twice nor skipped. ``limit``: 1 to 500 jobs (ValueError past).
         """
         ...
 

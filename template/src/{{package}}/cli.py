@@ -406,6 +406,57 @@ def _state(status: jobq.Status, job: jobq.Job) -> str:
     return f"{status.state} at {since}, {ended}"
 
 
+@jobs_cli.command("list")
+def list_jobs(
+    state: Annotated[
+        str,
+        typer.Argument(help="waiting, scheduled, retrying, running, failed, cancelled or done."),
+    ] = "waiting",
+    kind: Annotated[str | None, typer.Option(help="This kind's jobs alone.")] = None,
+    after: Annotated[
+        str | None, typer.Option(help="Where the page before ended, as it said: the next page.")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Jobs a page, 1 to 500.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
+) -> None:
+    """List the jobs in one state, a page at a time: the waiting and the running as well as
+    the ended. The waiting lists the oldest first; the ended, the latest first."""
+    if state not in jobq.LISTS:
+        _exit(f"no state {json.dumps(state)}: give one of {', '.join(jobq.LISTS)}")
+    listed = state  # one of jobq.LISTS, as the check above tells the type checker too
+    if not 1 <= limit <= 500:
+        _exit(f"--limit {limit}: give 1 to 500 jobs a page")
+    try:
+        place = None if after is None else jobq.Place.parse(after)
+    except ValueError:
+        _exit(f"--after {json.dumps(after)} is not where a page ended: give what the last said")
+    with _app() as app:
+        page = app.jobs.browse(listed, datetime.now(UTC), kind=kind, after=place, limit=limit)
+    if as_json:
+        shown = [
+            {"state": listed, "since": s.since and s.since.isoformat(), **_as_dict(s.job)}
+            for s in page
+            if s.job is not None
+        ]
+        typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+        return
+    if not page:
+        more = "more " if place else ""
+        typer.echo(f"No {more}{listed} job{f' of kind {visible(kind)}' if kind else ''}.")
+        return
+    for status in page:
+        job = status.job
+        if job is not None:
+            typer.echo(f"  {job.id:>4}  {visible(job.kind)}: {_state(status, job)}")
+            typer.echo(f"        {visible(job.payload)}")
+            if job.error and listed != "done":
+                typer.echo(f"        {visible(job.error)}")
+    if len(page) == limit:
+        of_kind = f" --kind {visible(kind)}" if kind else ""
+        place = jobq.place_of(listed, page[-1])
+        typer.echo(f"\nMore: {NAME} jobs list {listed}{of_kind} --after {place}")
+
+
 @jobs_cli.command()
 def cancelled(
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,

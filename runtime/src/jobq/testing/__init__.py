@@ -20,9 +20,9 @@ LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
 HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises,
 CancelStorePromises, PauseStorePromises, PushManyStorePromises, BatchStorePromises,
 RenewStorePromises, CarryStorePromises, StatsStorePromises, StatusStorePromises,
-ResultStorePromises and ClaimantPromises (``StoreSuiteInBrief`` runs one test of each, for a quick
-look). Its times are fixed, whole milliseconds, far from now, so that no store
-passes by reading its own clock; its concurrency tests race threads
+BrowseStorePromises, ResultStorePromises and ClaimantPromises (``StoreSuiteInBrief``
+runs one test of each, for a quick look). Its times are fixed, whole milliseconds, far
+from now, so that no store passes by reading its own clock; its concurrency tests race threads
 (``at_once``), claiming one job at a time and, for a BatchStore, with
 ``claim_many`` too.
 Every assertion's message says the promise it checks.
@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from jobq.testing._at_once import AtOnceStorePromises
 from jobq.testing._batch import BatchStorePromises
+from jobq.testing._browse import BrowseStorePromises
 from jobq.testing._cancel import CancelStorePromises
 from jobq.testing._carry import CarryStorePromises
 from jobq.testing._claimant import ClaimantPromises
@@ -81,6 +82,7 @@ from jobq.testing.rollback import rolled_back
 __all__ = [
     "AtOnceStorePromises",
     "BatchStorePromises",
+    "BrowseStorePromises",
     "CancelStorePromises",
     "CarryStorePromises",
     "ClaimantPromises",
@@ -133,6 +135,7 @@ class StoreSuite(
     CarryStorePromises,
     StatsStorePromises,
     StatusStorePromises,
+    BrowseStorePromises,
     ResultStorePromises,
     ClaimantPromises,
 ):

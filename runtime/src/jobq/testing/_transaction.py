@@ -18,6 +18,7 @@ __all__ = ["InTransaction"]
 # left out: a listener outlives any one transaction.
 _EXTRAS = (
     "asked",
+    "browse",
     "cancel",
     "cancelled",
     "claim_many",

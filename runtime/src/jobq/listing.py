@@ -1,0 +1,77 @@
+"""Lists of jobs by state, read a page at a time: what an operator's page and ``jobs list`` show.
+
+A low-level type, as Status is: the Store contract, the stores and the app's
+commands all name it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, get_args
+
+from jobq.status import Status
+
+__all__ = ["LISTS", "Listed", "Place", "latest_first", "place_of"]
+
+Listed = Literal["waiting", "scheduled", "retrying", "running", "failed", "cancelled", "done"]
+"""The lists a store's jobs fall in at a time ``now``, each job in exactly one:
+
+- waiting: due (``run_at`` at or before ``now``), never attempted, no claim holding it;
+- scheduled: due later, never attempted, no claim holding it;
+- retrying: waiting again after an attempt (a retry's backoff, or a claim whose
+  hold ran out, its worker lost), whether due yet or not;
+- running: a claim holds it at ``now``;
+- failed, cancelled (cancelled or expired), done (kept with its result): ended.
+
+A done job of a kind that keeps no result is deleted, and is in no list.
+"""
+
+LISTS: tuple[Listed, ...] = get_args(Listed)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# The lists read the latest first, by when they ended; the others the oldest first.
+_LATEST_FIRST = frozenset({"failed", "cancelled", "done"})
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a page ended: the next page begins past it, whatever was pushed since (a keyset).
+
+    ``at`` is the time the list is ordered by (``run_at`` for the waiting lists,
+    the end for the ended ones, the claim for running), ``id`` breaks its ties.
+    ``str(place)`` is its form in a URL; ``Place.parse`` reads it back.
+    """
+
+    at: datetime
+    id: str
+
+    def __str__(self) -> str:
+        return f"{self.at.timestamp() * 1000:.0f}.{self.id}"
+
+    @classmethod
+    def parse(cls, text: str) -> Place:
+        """The place ``str(place)`` gave; ValueError for anything else."""
+        ms, _, id = text.partition(".")
+        if not (ms.isdecimal() and id.isdecimal()):
+            raise ValueError(f"{text!r} is not a place in a list of jobs")
+        return cls(datetime.fromtimestamp(int(ms) / 1000, tz=UTC), id)
+
+
+def latest_first(listed: Listed) -> bool:
+    """Whether ``listed`` is read the latest first (the ended lists)."""
+    return listed in _LATEST_FIRST
+
+
+def place_of(listed: Listed, status: Status) -> Place:
+    """The place of ``status``, the last of a page of ``listed``: where the next page begins."""
+    job = status.job
+    if job is None:
+        raise ValueError(f"job {status.id} is unknown: it has no place in a list")
+    if listed == "running":
+        at = status.since or _EPOCH  # a claim of a store from before claims were timed
+    elif latest_first(listed):
+        at = job.failed_at or job.run_at
+    else:
+        at = job.run_at
+    return Place(at, job.id)
