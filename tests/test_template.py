@@ -83,13 +83,50 @@ def test_the_readmes_table_of_files_is_aligned_whatever_the_names(
     assert all(line.split(maxsplit=1)[0] for line in table)
 
 
-def test_the_rendered_app_passes_its_own_tests(app: Installed) -> None:
+# The app's test modules that import no web code: on the FastAPI app they are the same
+# tests of the same code as on the Starlette app (checked below), so they run there alone.
+WEB_FREE = ["test_jobs_db.py", "test_schema.py", "test_stats.py", "test_throttle.py",
+            "test_sqlite.py"]  # fmt: skip
+
+
+def test_the_rendered_app_passes_its_own_tests(
+    app: Installed, apps: Callable[..., Installed]
+) -> None:
+    skipped: list[str] = []
+    if app.web != "starlette":
+        skipped = [f"--ignore=tests/{name}" for name in WEB_FREE]
+        _assert_the_same_but_for_the_web(app, apps(app.db))
     tests = app.run(
-        app.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        app.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *skipped,
         timeout=900,
     )  # fmt: skip
     assert tests.returncode == 0, tests.stdout[-6000:] + tests.stderr[-3000:]
     assert " passed" in tests.stdout
+
+
+def _assert_the_same_but_for_the_web(app: Installed, starlette: Installed) -> None:
+    """``app`` differs from the Starlette app only in web.py, its dependencies, and tests that
+    import web code: each WEB_FREE module, and the code it tests, is the same in both."""
+    differ = {"src/myapp/web.py", "pyproject.toml", "README.md", ".copier-answers.yml"}
+    for folder in ("src", "tests"):
+        for path in sorted((app.folder / folder).rglob("*")):
+            relative = str(path.relative_to(app.folder))
+            if not path.is_file() or "__pycache__" in relative or relative in differ:
+                continue
+            if path.name.startswith("test_") and path.name not in WEB_FREE:
+                continue  # a test of the web, run on this app too
+            other = starlette.folder / relative
+            assert other.is_file(), f"{relative} is the FastAPI app's alone"
+            assert path.read_bytes() == other.read_bytes(), f"{relative} differs"
+    for name in WEB_FREE:
+        test = app.folder / "tests" / name
+        if not test.exists():
+            continue  # test_sqlite.py: SQLite's app alone
+        imports = [
+            line for line in test.read_text().splitlines() if line.startswith(("from", "im"))
+        ]
+        web = [line for line in imports if any(w in line for w in (".web", ".server", "fastapi"))]
+        assert not web, f"{name} imports web code: {web}"
 
 
 def test_the_rendered_app_is_lint_clean(app: Installed) -> None:

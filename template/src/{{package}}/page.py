@@ -45,6 +45,11 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).parent
 SHOWN = 200  # failed jobs on one page: "run again" for all shown runs these
+LISTED = 50  # jobs a page of a state's list (/list/<state>), the next page past the last
+LISTED_TITLES = {
+    "waiting": "Waiting", "scheduled": "Scheduled", "retrying": "Retrying", "running": "Running",
+    "failed": "Failed", "cancelled": "Cancelled", "done": "Done",
+}  # fmt: skip
 # How long the page's pause button pauses a kind for (None: until resumed).
 PAUSES = {"hour": timedelta(hours=1), "day": timedelta(days=1), "resumed": None}
 # Every response of the page: no other site frames it, and it runs only its own script.
@@ -66,6 +71,33 @@ _templates = jinja2.Environment(
 )
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """A job of a list as the page shows it: what it is, where it is, and its last error."""
+
+    id: str
+    kind: str
+    value: str
+    attempts: int
+    said: str  # its state in words: "due since ...", "running on web-1 since ..."
+    at: datetime | None  # the time the list orders it by
+    error: str  # the first line of its last error
+
+    @classmethod
+    def of(cls, status: jobq.Status, now: datetime) -> _Listed:
+        job = status.job
+        assert job is not None, "a list's jobs are the store's"
+        if status.state == "running":
+            on = f" on {visible(job.claimed_by)}" if job.claimed_by else ""
+            said, at = f"running{on} since", status.since
+        elif status.state == "waiting":
+            said, at = ("due since" if job.run_at <= now else "due at"), job.run_at
+        else:
+            said, at = f"{status.state} at", job.failed_at
+        error = visible(job.error or "", lines=True).split("\n")[0]
+        return cls(job.id, visible(job.kind), visible(job.payload), job.attempts, said, at, error)
+
+
 def make_page(app: App, password: str | None, guesses: _Guesses | None = None) -> ASGIApp:
     """The page, to mount under /jobs; with no password, a page that says how to turn it on."""
     if not password:
@@ -74,6 +106,7 @@ def make_page(app: App, password: str | None, guesses: _Guesses | None = None) -
     routes = [
         Route("/", page.failed),
         Route("/job/{id}", page.job),
+        Route("/list/{state}", page.listed),
         Route("/run-again", page.run_again, methods=["POST"]),
         Route("/discard", page.discard, methods=["POST"]),
         Route("/cancel", page.cancel, methods=["POST"]),
@@ -269,16 +302,48 @@ class _Page:
             just_resumed=self._kind(request.query_params.get("resumed", "")),
         )
 
+    async def listed(self, request: Request) -> Response:
+        """The jobs of one state (?kind= one kind's), a page at a time: ?after= the next."""
+        state = request.path_params["state"]
+        if state not in jobq.LISTS or not isinstance(self.app.jobs, jobq.BrowseStore):
+            return self._render(
+                request, "gone.html", status_code=404, title="No such list", id=visible(state)
+            )
+        kind = self._kind(request.query_params.get("kind", ""))
+        try:
+            after = jobq.Place.parse(request.query_params["after"])
+        except (KeyError, ValueError):
+            after = None  # no place, or one no page gave: the first page
+        now = datetime.now(UTC)
+        page = await run_in_threadpool(
+            self.app.jobs.browse, state, now, kind=kind or None, after=after, limit=LISTED
+        )
+        following = str(jobq.place_of(state, page[-1])) if len(page) == LISTED else ""
+        return self._render(
+            request,
+            "listed.html",
+            title=f"{LISTED_TITLES[state]}{f' {kind}' if kind else ''} jobs",
+            state=state,
+            states=[(name, LISTED_TITLES[name]) for name in jobq.LISTS],
+            kind=kind,
+            kinds=sorted(self.app.queue.kinds),
+            jobs=[_Listed.of(status, now) for status in page],
+            following=following,
+            deeper=after is not None,
+            now=now,
+        )
+
     def _kind(self, name: str) -> str:
         """``name`` if it is one of the app's kinds, or ""."""
         return name if name in self.app.queue.kinds else ""
 
     async def job(self, request: Request) -> Response:
-        """One failed job, with its whole value and error."""
+        """One job, in any state, with its whole value and its last error."""
         id = request.path_params["id"]
-        failed = await run_in_threadpool(self.app.jobs.failed)
-        found = next((job for job in failed if job.id == id), None)
-        if found is None:
+        now = datetime.now(UTC)
+        status = await run_in_threadpool(self._status, id, now)
+        found = None if status is None else status.job
+        if status is None or found is None:
             return self._render(
                 request,
                 "gone.html",
@@ -286,7 +351,24 @@ class _Page:
                 title=f"Job {visible(id)}",
                 id=visible(id),
             )
-        return self._render(request, "job.html", title=f"Job {id}", job=_Shown.of(found))
+        return self._render(
+            request,
+            "job.html",
+            title=f"Job {id}",
+            job=_Shown.of(found),
+            job_state=status.state,  # not "state": that is the list the header marks
+            where=_Listed.of(status, now),
+            ended=status.state in ("failed", "cancelled", "expired"),
+        )
+
+    def _status(self, id: str, now: datetime) -> jobq.Status | None:
+        """The job ``id`` as it is at ``now``: read alone where the store says a job's status
+        (a list of every failed job read whole cost a second with 100,000 of them)."""
+        jobs = self.app.jobs
+        if isinstance(jobs, jobq.StatusStore):
+            return jobs.status(id, now)
+        found = next((job for job in jobs.failed() if job.id == id), None)
+        return None if found is None else jobq.Status(id=id, state="failed", job=found)
 
     def _read(
         self, now: datetime
