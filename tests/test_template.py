@@ -87,6 +87,8 @@ def test_the_readmes_table_of_files_is_aligned_whatever_the_names(
 # tests of the same code as on the Starlette app (checked below), so they run there alone.
 WEB_FREE = ["test_jobs_db.py", "test_schema.py", "test_stats.py", "test_throttle.py",
             "test_sqlite.py"]  # fmt: skip
+# And of test_cli.py (the same too), only the tests of serve, which imports web.py, run on both.
+CLI_ON_BOTH = "not test_cli or serve"
 
 
 def test_the_rendered_app_passes_its_own_tests(
@@ -94,7 +96,7 @@ def test_the_rendered_app_passes_its_own_tests(
 ) -> None:
     skipped: list[str] = []
     if app.web != "starlette":
-        skipped = [f"--ignore=tests/{name}" for name in WEB_FREE]
+        skipped = [*(f"--ignore=tests/{name}" for name in WEB_FREE), "-k", CLI_ON_BOTH]
         _assert_the_same_but_for_the_web(app, apps(app.db))
     tests = app.run(
         app.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *skipped,
@@ -113,12 +115,12 @@ def _assert_the_same_but_for_the_web(app: Installed, starlette: Installed) -> No
             relative = str(path.relative_to(app.folder))
             if not path.is_file() or "__pycache__" in relative or relative in differ:
                 continue
-            if path.name.startswith("test_") and path.name not in WEB_FREE:
+            if path.name.startswith("test_") and path.name not in [*WEB_FREE, "test_cli.py"]:
                 continue  # a test of the web, run on this app too
             other = starlette.folder / relative
             assert other.is_file(), f"{relative} is the FastAPI app's alone"
             assert path.read_bytes() == other.read_bytes(), f"{relative} differs"
-    for name in WEB_FREE:
+    for name in [*WEB_FREE, "test_cli.py"]:
         test = app.folder / "tests" / name
         if not test.exists():
             continue  # test_sqlite.py: SQLite's app alone
