@@ -50,6 +50,22 @@ LISTED_TITLES = {
     "waiting": "Waiting", "scheduled": "Scheduled", "retrying": "Retrying", "running": "Running",
     "failed": "Failed", "cancelled": "Cancelled", "done": "Done",
 }  # fmt: skip
+# What the lists' forms do to the jobs checked, as the page then says it.
+ACTED = {
+    "cancel": "cancelled (a running one stops on its instance)",
+    "run-again": "back to run",
+    "discard": "deleted for good",
+}
+MISSED = {
+    "cancel": "had already ended",
+    "run-again": "had not ended, or was done",
+    "discard": "had not ended, or was done",
+}
+_WAITS, _ENDED = ("waiting", "scheduled", "retrying", "running"), ("failed", "cancelled")
+LIST_ACTIONS = {
+    **{state: (("cancel", "Cancel"),) for state in _WAITS},
+    **{state: (("run-again", "Run again"), ("discard", "Discard")) for state in _ENDED},
+}
 # How long the page's pause button pauses a kind for (None: until resumed).
 PAUSES = {"hour": timedelta(hours=1), "day": timedelta(days=1), "resumed": None}
 # Every response of the page: no other site frames it, and it runs only its own script.
@@ -110,6 +126,7 @@ def make_page(app: App, password: str | None, guesses: _Guesses | None = None) -
         Route("/run-again", page.run_again, methods=["POST"]),
         Route("/discard", page.discard, methods=["POST"]),
         Route("/cancel", page.cancel, methods=["POST"]),
+        Route("/act", page.act, methods=["POST"]),
         Route("/pause", page.pause, methods=["POST"]),
         Route("/resume", page.resume, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static" / "jobs")),
@@ -322,6 +339,14 @@ class _Page:
             self.app.jobs.browse, state, now, kind=kind or None, after=after, limit=LISTED
         )
         following = str(jobq.place_of(state, page[-1])) if len(page) == LISTED else ""
+        query = request.query_params
+        did, done, of = query.get("did", ""), _number(query.get("n")), _number(query.get("of"))
+        told = ""
+        if did in ACTED and done is not None and of is not None and done <= of:
+            # The words are the page's; the query gives only an action's name and two counts.
+            told = f"{done} job{'' if done == 1 else 's'} {ACTED[did]}"
+            if of > done:
+                told += f"; {of - done} {MISSED[did]}"
         return self._render(
             request,
             "listed.html",
@@ -333,6 +358,8 @@ class _Page:
             jobs=[_Listed.of(status, now) for status in page],
             following=following,
             deeper=after is not None,
+            told=told,
+            actions=LIST_ACTIONS.get(state, ()),
             now=now,
         )
 
@@ -421,6 +448,35 @@ class _Page:
         id = _one(form, "id").strip()
         what = await run_in_threadpool(self.app.jobs.cancel, id, datetime.now(UTC))
         return self._back(request, {"cancel": id, "said": what or "none"})
+
+    async def act(self, request: Request) -> Response:
+        """Do the list form's action to the jobs checked: cancel, run again, or discard them."""
+        form = await self._form(request)
+        if isinstance(form, PlainTextResponse):
+            return form
+        action, state, ids = _one(form, "action"), _one(form, "state"), form.get("id", [])
+        if action not in ACTED or state not in jobq.LISTS:
+            return PlainTextResponse(
+                f"Give an action ({', '.join(ACTED)}) and the list it came from.\n",
+                status_code=400,
+            )
+        done = await run_in_threadpool(self._act, action, ids[:LISTED])
+        query = {"kind": self._kind(_one(form, "kind")), "did": action}
+        query |= {"n": str(done), "of": str(len(ids[:LISTED]))}
+        root = request.scope.get("root_path", "")
+        shown = urlencode({k: v for k, v in query.items() if v})
+        return RedirectResponse(f"{root}/list/{state}?{shown}", status_code=303)
+
+    def _act(self, action: str, ids: list[str]) -> int:
+        """Do ``action`` to each of ``ids``; say to how many it was done."""
+        jobs, now = self.app.jobs, datetime.now(UTC)
+        if action == "cancel":
+            return sum(jobs.cancel(id, now) is not None for id in ids)
+        if action == "run-again":
+            count = sum(jobs.run_again(id, now) for id in ids)
+            self.app.queue.wake()  # this instance's queue runs them now, not at its next poll
+            return count
+        return jobs.discard(ids) if ids else 0
 
     async def pause(self, request: Request) -> Response:
         """Pause a kind on every instance: for an hour, a day, or until resumed."""
