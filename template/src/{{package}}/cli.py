@@ -10,13 +10,13 @@ import contextlib
 import json
 import logging
 import re
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import jobq
 import pydantic
 import typer
-from alembic.util import CommandError
 from sqlalchemy import exc
 from sqlalchemy.engine import make_url
 
@@ -69,8 +69,21 @@ def clear_errors() -> Iterator[None]:
     """
     try:
         yield
-    except (jobq.JobqError, CommandError, QueueDied, Unmigrated, exc.SQLAlchemyError) as e:
+    except (jobq.JobqError, QueueDied, Unmigrated, exc.SQLAlchemyError) as e:
         _exit(_explain(e))
+    except Exception as e:
+        if not _alembics(e):
+            raise
+        _exit(_explain(e))
+
+
+def _alembics(error: Exception) -> bool:
+    """Whether ``error`` is alembic's CommandError (alembic is imported only to migrate)."""
+    if "alembic" not in sys.modules:
+        return False
+    from alembic.util import CommandError
+
+    return isinstance(error, CommandError)
 
 
 @contextlib.contextmanager
