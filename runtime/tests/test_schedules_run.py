@@ -74,6 +74,10 @@ def test_a_kind_is_scheduled_once(store: MemoryStore) -> None:
     nightly.schedule(jobq.Cron("0 2 * * *"), 1)
     with pytest.raises(jobq.ConfigError, match="has a schedule already: cron 0 2"):
         nightly.schedule(jobq.Every(timedelta(hours=1)), 1)
+    # The queue says each kind's schedule, the first one kept.
+    assert q.schedules == {"nightly": jobq.Cron("0 2 * * *")}
+    q.schedules.clear()  # a copy: the queue's are its own
+    assert list(q.schedules) == ["nightly"]
 
 
 def test_a_scheduled_value_that_does_not_fit_is_refused(store: MemoryStore) -> None:

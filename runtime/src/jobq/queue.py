@@ -206,6 +206,11 @@ class Queue:
         """The registered kinds, by name."""
         return dict(self._kinds)
 
+    @property
+    def schedules(self) -> dict[str, Schedule]:
+        """Each scheduled kind's schedule, by the kind's name: for an operator's page."""
+        return {name: schedule for name, (schedule, _) in self._schedules.items()}
+
     def _add_schedule(self, kind: Kind[Any], schedule: Schedule, job: Job) -> None:
         if self._started:
             raise ConfigError(f"kind {kind.name!r}: add schedules before the queue runs")

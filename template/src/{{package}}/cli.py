@@ -471,6 +471,21 @@ def list_jobs(
 
 
 @jobs_cli.command()
+def schedules() -> None:
+    """List the app's schedules: each kind's, and its next run."""
+    with _app() as app:
+        scheduled = app.queue.schedules
+    if not scheduled:
+        typer.echo("The app schedules no kind.")
+        return
+    now = datetime.now(UTC)
+    width = max(len(kind) for kind in scheduled)
+    for kind, schedule in sorted(scheduled.items()):
+        at = schedule.next_after(now)
+        typer.echo(f"  {visible(kind):<{width}}  {schedule}, next at {at:%Y-%m-%d %H:%M:%S} UTC")
+
+
+@jobs_cli.command()
 def cancelled(
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
 ) -> None:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode, urlsplit
+from zoneinfo import ZoneInfo
 
 import jinja2
 import jobq
@@ -114,6 +115,26 @@ class _Listed:
         return cls(job.id, visible(job.kind), visible(job.payload), job.attempts, said, at, error)
 
 
+@dataclass(frozen=True, order=True)
+class _Scheduled:
+    """A kind's schedule as the page shows it."""
+
+    kind: str
+    said: str  # "cron 0 9 * * MON-FRI in Europe/Paris", "every 24h"
+    next_run: datetime
+    zone: str  # the zone its expression is read in
+    on_its_clock: str  # the next run on that zone's clock, when it is not UTC's
+
+    @classmethod
+    def of(cls, kind: str, schedule: jobq.Schedule, now: datetime) -> _Scheduled:
+        next_run = schedule.next_after(now)
+        zone = schedule.tz if isinstance(schedule, jobq.Cron) else "UTC"
+        on_its_clock = ""
+        if zone not in ("UTC", "Local"):
+            on_its_clock = f"{next_run.astimezone(ZoneInfo(zone)):%Y-%m-%d %H:%M %Z}"
+        return cls(visible(kind), visible(str(schedule)), next_run, zone, on_its_clock)
+
+
 def make_page(app: App, password: str | None, guesses: _Guesses | None = None) -> ASGIApp:
     """The page, to mount under /jobs; with no password, a page that says how to turn it on."""
     if not password:
@@ -123,6 +144,7 @@ def make_page(app: App, password: str | None, guesses: _Guesses | None = None) -
         Route("/", page.failed),
         Route("/job/{id}", page.job),
         Route("/list/{state}", page.listed),
+        Route("/schedules", page.schedules),
         Route("/run-again", page.run_again, methods=["POST"]),
         Route("/discard", page.discard, methods=["POST"]),
         Route("/cancel", page.cancel, methods=["POST"]),
@@ -361,6 +383,17 @@ class _Page:
             told=told,
             actions=LIST_ACTIONS.get(state, ()),
             now=now,
+        )
+
+    async def schedules(self, request: Request) -> Response:
+        """The app's schedules: each kind's, its next run, on UTC's clock and on its zone's."""
+        now = datetime.now(UTC)
+        shown = [
+            _Scheduled.of(kind, schedule, now)
+            for kind, schedule in self.app.queue.schedules.items()
+        ]
+        return self._render(
+            request, "schedules.html", title="Schedules", schedules=sorted(shown), now=now
         )
 
     def _kind(self, name: str) -> str:
