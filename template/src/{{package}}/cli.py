@@ -48,8 +48,9 @@ cli = typer.Typer(
 jobs_cli = typer.Typer(
     help=(
         "The app's jobs. With no command, list the jobs that failed for good and the "
-        "kinds that are paused; show says what became of one, retry runs them again, "
-        "cancel stops a job that waits or "
+        "kinds that are paused; list shows the jobs of a state, a page at a time, "
+        "schedules the kinds' schedules, show says what became of one, retry runs them "
+        "again, cancel stops a job that waits or "
         "runs, cancelled lists the cancelled ones, discard deletes ended jobs, prune "
         "deletes the old ones, push adds a job of one of the app's kinds, run-due runs "
         "what is due now, pause holds a kind's jobs on every instance, resume lets them "
@@ -409,7 +410,8 @@ def _state(status: jobq.Status, job: jobq.Job) -> str:
     since = "?" if status.since is None else f"{status.since:%Y-%m-%d %H:%M:%S} UTC"
     if status.state == "waiting":
         when = "due now" if status.due else f"due at {job.run_at:%Y-%m-%d %H:%M:%S} UTC"
-        return f"waiting, {when} ({attempts})"
+        # After an attempt, a retry's backoff (or a claim whose worker was lost): retrying.
+        return f"{'retrying' if job.attempts else 'waiting'}, {when} ({attempts})"
     if status.state == "running":
         on = f", on {visible(job.claimed_by)}" if job.claimed_by else ""
         return f"running since {since} (attempt {job.attempts}{on})"
