@@ -52,6 +52,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqlalchemy.engine import Connection, Engine
 
 WORKERS = 8
@@ -123,6 +125,21 @@ class Noted:
                     ],
                 )
 
+    def until_noted(self, what: str, write: Callable[[Connection], object]) -> None:
+        """Write a note the story reads as a fact, until it is written.
+
+        A note lost to SQLite's busy wait (three instances writing on two loaded
+        cores) would tell the story wrong; each wait is said in the instance's log.
+        """
+        for tries in itertools.count(1):
+            try:
+                with self.engine.begin() as conn:
+                    write(conn)
+                return
+            except OperationalError as e:
+                print(f"{self.instance}: {what} not noted yet ({tries}): {e}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+
     def event(self, what: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(EVENT, {"instance": self.instance, "what": what, "at": _ms()})
@@ -135,23 +152,18 @@ class Noted:
         # retry it kept, whose note a kill may have lost, shows here.
         before = (job.error or "").strip().splitlines()[-1:]
         started = {"kind": kind, "k": key, "at": _ms(), "error_before": "".join(before)[:200]}
-        with self.engine.begin() as conn:
+
+        def start(conn: Connection) -> None:
             held = int(conn.execute(HELD, {"id": int(job.id)}).scalar_one())
             conn.execute(STARTED, {**ids, **started, "held": held})
+
+        # A start not noted would fail the attempt, and its retry start again: a second
+        # start of the throttled kind for one run the story reads.
+        self.until_noted(f"the start of job {job.id}", start)
         time.sleep(work)  # the job's work: a handler's thread, busy
         ended = {**ids, "at": _ms(), "outcome": "raised" if fails else "done"}
-        # The end is a fact the story reads: a note lost to SQLite's busy wait
-        # (three instances writing on two loaded cores) would make the run look
-        # endless, and overlap every later run of its key. Written until it is,
-        # each wait said in the instance's log.
-        for tries in itertools.count(1):
-            try:
-                with self.engine.begin() as conn:
-                    conn.execute(ENDED, ended)
-                break
-            except OperationalError as e:
-                print(f"{self.instance}: the end of job {job.id} not noted yet ({tries}): {e}",
-                      file=sys.stderr, flush=True)  # fmt: skip
+        # A lost end would make the run look endless, and overlap every later run of its key.
+        self.until_noted(f"the end of job {job.id}", lambda conn: conn.execute(ENDED, ended))
         if fails:
             raise ValueError(f"{kind} job {job.id} fails its attempt {job.attempts}, as it must")
 
@@ -167,10 +179,8 @@ class NotedThrottle:
         asked = _ms()
         wait = self.throttle.take(name)
         if wait == 0:
-            with self.noted.engine.begin() as conn:
-                conn.execute(
-                    GRANTED, {"instance": self.noted.instance, "asked": asked, "at": _ms()}
-                )
+            granted = {"instance": self.noted.instance, "asked": asked, "at": _ms()}
+            self.noted.until_noted("a grant", lambda conn: conn.execute(GRANTED, granted))
         return wait
 
 
