@@ -109,7 +109,7 @@ def test_the_rendered_app_passes_its_own_tests(
 def _assert_the_same_but_for_the_web(app: Installed, starlette: Installed) -> None:
     """``app`` differs from the Starlette app only in web.py, its dependencies, and tests that
     import web code: each WEB_FREE module, and the code it tests, is the same in both."""
-    differ = {"src/myapp/web.py", "pyproject.toml", "README.md", ".copier-answers.yml"}
+    differ = {f"src/{APP}/web.py", "pyproject.toml", "README.md", ".copier-answers.yml"}
     for folder in ("src", "tests"):
         for path in sorted((app.folder / folder).rglob("*")):
             relative = str(path.relative_to(app.folder))

@@ -10,9 +10,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, get_args
 
+from jobq.job import Job
 from jobq.status import Status
 
-__all__ = ["LISTS", "Listed", "Place", "latest_first", "place_of"]
+__all__ = [
+    "LISTS",
+    "MOST",
+    "Listed",
+    "Place",
+    "check_page",
+    "latest_first",
+    "ordered_at",
+    "place_of",
+]
 
 Listed = Literal["waiting", "scheduled", "retrying", "running", "failed", "cancelled", "done"]
 """The lists a store's jobs fall in at a time ``now``, each job in exactly one:
@@ -28,6 +38,8 @@ A done job of a kind that keeps no result is deleted, and is in no list.
 """
 
 LISTS: tuple[Listed, ...] = get_args(Listed)
+
+MOST = 500  # jobs a page at the most: a page is read whole, and an operator reads it
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The lists read the latest first, by when they ended; the others the oldest first.
@@ -58,9 +70,28 @@ class Place:
         return cls(datetime.fromtimestamp(int(ms) / 1000, tz=UTC), id)
 
 
+def check_page(listed: str, limit: int) -> None:
+    """ValueError, saying what to give, unless ``listed`` is one of LISTS and ``limit`` 1 to
+    MOST: what every store's ``browse`` refuses alike."""
+    if listed not in LISTS:
+        raise ValueError(f"no list {listed!r}: give one of {', '.join(LISTS)}")
+    if not 1 <= limit <= MOST:
+        raise ValueError(f"a page of {limit} jobs: give 1 to {MOST}")
+
+
 def latest_first(listed: Listed) -> bool:
     """Whether ``listed`` is read the latest first (the ended lists)."""
     return listed in _LATEST_FIRST
+
+
+def ordered_at(listed: Listed, job: Job, claimed_at: datetime | None) -> datetime:
+    """The time ``job`` is ordered by in ``listed``: when its claim took it (``claimed_at``)
+    for running, when it ended for the ended lists, its ``run_at`` for the others."""
+    if listed == "running":
+        return claimed_at or _EPOCH  # a claim of a store from before claims were timed
+    if latest_first(listed):
+        return job.failed_at or _EPOCH
+    return job.run_at
 
 
 def place_of(listed: Listed, status: Status) -> Place:
@@ -68,10 +99,4 @@ def place_of(listed: Listed, status: Status) -> Place:
     job = status.job
     if job is None:
         raise ValueError(f"job {status.id} is unknown: it has no place in a list")
-    if listed == "running":
-        at = status.since or _EPOCH  # a claim of a store from before claims were timed
-    elif latest_first(listed):
-        at = job.failed_at or job.run_at
-    else:
-        at = job.run_at
-    return Place(at, job.id)
+    return Place(ordered_at(listed, job, status.since), job.id)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import jobq
 import pydantic
 import typer
+from jobq.listing import MOST
 from sqlalchemy import exc
 from sqlalchemy.engine import make_url
 
@@ -431,7 +432,7 @@ def list_jobs(
     after: Annotated[
         str | None, typer.Option(help="Where the page before ended, as it said: the next page.")
     ] = None,
-    limit: Annotated[int, typer.Option(help="Jobs a page, 1 to 500.")] = 50,
+    limit: Annotated[int, typer.Option(help=f"Jobs a page, 1 to {MOST}.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
 ) -> None:
     """List the jobs in one state, a page at a time: the waiting and the running as well as
@@ -439,8 +440,8 @@ def list_jobs(
     if state not in jobq.LISTS:
         _exit(f"no state {json.dumps(state)}: give one of {', '.join(jobq.LISTS)}")
     listed = state  # one of jobq.LISTS, as the check above tells the type checker too
-    if not 1 <= limit <= 500:
-        _exit(f"--limit {limit}: give 1 to 500 jobs a page")
+    if not 1 <= limit <= MOST:
+        _exit(f"--limit {limit}: give 1 to {MOST} jobs a page")
     try:
         place = None if after is None else jobq.Place.parse(after)
     except ValueError:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jobq.listing import latest_first
+from jobq.listing import MOST, check_page, latest_first
 from jobq.sql import rows
 
 if TYPE_CHECKING:
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MOST", "statement", "statuses"]
 
-MOST = 500  # jobs a page at the most: a page is read whole, and an operator reads it
-
 # Each list's jobs at :now (listing.Listed says what each holds).
 _WHERE: dict[str, str] = {
     "waiting": "failed_at IS NULL AND held_until <= :now AND attempts = 0 AND run_at <= :now",
@@ -32,9 +30,13 @@ _WHERE: dict[str, str] = {
     "cancelled": "failed_at IS NOT NULL AND ended IN ('cancelled', 'expired')",
     "done": "failed_at IS NOT NULL AND ended = 'done'",
 }
-# What each list is ordered by, then by id: a claim's time (none before claims were timed).
-_ORDER = {"running": "coalesce(claimed_at, 0)", "failed": "failed_at"} | {
-    listed: "failed_at" for listed in ("cancelled", "done")
+# What each list is ordered by, then by id (listing.ordered_at): a claim's time (none before
+# claims were timed), the end, or run_at for the rest.
+_ORDER = {
+    "running": "coalesce(claimed_at, 0)",
+    "failed": "failed_at",
+    "cancelled": "failed_at",
+    "done": "failed_at",
 }
 
 
@@ -47,10 +49,7 @@ def statement(
     ``after`` in the list's order: the oldest first (``run_at``, then ID), or for
     the ended lists the latest first (when they ended, then ID).
     """
-    if listed not in _WHERE:
-        raise ValueError(f"no list {listed!r}: give one of {', '.join(_WHERE)}")
-    if not 1 <= limit <= MOST:
-        raise ValueError(f"a page of {limit} jobs: give 1 to {MOST}")
+    check_page(listed, limit)
     key = _ORDER.get(listed, "run_at")
     way, past = ("DESC", "<") if latest_first(listed) else ("ASC", ">")
     where = [_WHERE[listed]]

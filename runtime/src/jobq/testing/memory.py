@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from jobq.job import Claimant, Job
-from jobq.listing import Listed, Place, latest_first
+from jobq.listing import Listed, Place, check_page, latest_first, ordered_at
 from jobq.stats import KindStats
 from jobq.status import State, Status
 
@@ -171,17 +171,14 @@ class MemoryStore:
         after: Place | None = None,
         limit: int = 50,
     ) -> list[Status]:
-        if listed not in _LISTED:
-            raise ValueError(f"no list {listed!r}: give one of {', '.join(_LISTED)}")
-        if not 1 <= limit <= _MOST:
-            raise ValueError(f"a page of {limit} jobs: give 1 to {_MOST}")
+        check_page(listed, limit)
         newest = latest_first(listed)
         past = None if after is None else (after.at, int(after.id))
         with self._lock:
             found = []
             for row in self._rows.values():
                 if (kind is None or row.job.kind == kind) and _listed(row, now) == listed:
-                    place = (_ordered_at(listed, row), int(row.job.id))
+                    place = (ordered_at(listed, row.job, row.claimed_at), int(row.job.id))
                     if past is None or (place < past if newest else place > past):
                         found.append((place, row))
             found.sort(key=lambda pair: pair[0], reverse=newest)
@@ -616,37 +613,25 @@ class MemoryStore:
 _FAILED: tuple[str | None, ...] = (None, "failed")
 _CANCELLED: tuple[str | None, ...] = ("cancelled", "expired")
 _STATES: dict[str | None, State] = {"cancelled": "cancelled", "expired": "expired", "done": "done"}
-# The KindStats count an ended job is in, by its end (failed: the rest).
-_COUNTED: dict[str | None, str] = {"cancelled": "cancelled", "expired": "cancelled", "done": "done"}
-
-
-_LISTED: tuple[Listed, ...] = (
-    "waiting", "scheduled", "retrying", "running", "failed", "cancelled", "done",
-)  # fmt: skip
-_MOST = 500  # jobs a page at the most, as a SQL store's
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_LISTS_ENDED: dict[str | None, Listed] = {"cancelled": "cancelled", "expired": "cancelled"}
+# The KindStats count, and the list (jobq.Listed), an ended job is in, by its end (failed:
+# the rest).
+_COUNTED: dict[str | None, Listed] = {
+    "cancelled": "cancelled",
+    "expired": "cancelled",
+    "done": "done",
+}
 
 
 def _listed(row: _Row, now: datetime) -> Listed:
     """The list ``row``'s job is in at ``now`` (jobq.Listed)."""
     job = row.job
     if job.failed_at is not None:
-        return "done" if job.ended == "done" else _LISTS_ENDED.get(job.ended, "failed")
+        return _COUNTED.get(job.ended, "failed")
     if _holds(row, now):
         return "running"
     if job.attempts:
         return "retrying"
     return "waiting" if job.run_at <= now else "scheduled"
-
-
-def _ordered_at(listed: Listed, row: _Row) -> datetime:
-    """The time ``row`` is ordered by in ``listed``."""
-    if listed == "running":
-        return row.claimed_at or _EPOCH
-    if latest_first(listed):
-        return row.job.failed_at or _EPOCH
-    return row.job.run_at
 
 
 def _holds(row: _Row, now: datetime) -> bool:
