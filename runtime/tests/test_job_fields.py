@@ -35,6 +35,7 @@ BUILT_IN_ORDER = (
     "cancel_asked",
     "expires_at",
     "result",
+    "traceback",
     "unreadable",
 )
 
@@ -67,6 +68,14 @@ def test_a_row_read_back_puts_each_column_in_its_own_field() -> None:
         unreadable="",
     )
     _same_fields(rows.job(row), expected)
+    # The error column holds a job's traceback after its error, when it has one.
+    traced = rows.job((*row[:5], "boom\x1eTraceback:\n  x\x1ey\n", *row[6:]))
+    assert (traced.error, traced.traceback) == ("boom", "Traceback:\n  x\x1ey\n")
+    assert rows.error_text(traced) == "boom\x1eTraceback:\n  x\x1ey\n"
+    traced.error = "an error's own \x1e"  # a separator of its own is a space in the column
+    assert rows.job((*row[:5], rows.error_text(traced), *row[6:])).error == "an error's own  "
+    traced.traceback = None
+    assert rows.error_text(traced) == "an error's own  "
     unreadable = rows.job((*row[:9], "five", *row[10:]))
     assert unreadable.unreadable == "at_once is not a whole number: 'five'"
     assert (unreadable.at_once, unreadable.priority, unreadable.claimed_by) == (0, 7, "me")

@@ -53,6 +53,41 @@ def test_a_failed_job_runs_again_after_its_backoff_with_its_error(store: MemoryS
     assert again.error == "dial tcp: connection refused"
 
 
+def test_a_failed_attempt_keeps_its_traceback_with_the_job_bounded(store: MemoryStore) -> None:
+    q = jobq.Queue(store)
+
+    def deep(depth: int) -> None:
+        if depth == 0:
+            raise ValueError("<script>no</script> at the bottom")
+        deeper(depth - 1)
+
+    def deeper(depth: int) -> None:  # two functions in turn: no frame repeats the last
+        deep(depth)
+
+    @q.kind("mail", attempts=2, backoff=lambda attempt: 0)
+    async def mail(job: Mail) -> None:
+        deep(job.user)
+
+    shallow, recursed = mail.push(Mail(user=1)), mail.push(Mail(user=400))
+    assert q.drain() == 4  # two attempts each: the last attempt's traceback is kept
+    kept = store.status(shallow, datetime.now(UTC))
+    assert kept is not None
+    assert kept.job is not None
+    assert (kept.state, kept.job.error) == ("failed", "<script>no</script> at the bottom")
+    trace = kept.job.traceback or ""
+    assert trace.startswith("Traceback (most recent call last):\n")
+    assert "in mail\n" in trace  # the handler's frame, then the function it called
+    assert trace.endswith("ValueError: <script>no</script> at the bottom\n")
+    long = store.status(recursed, datetime.now(UTC))
+    assert long is not None
+    assert long.job is not None
+    trace = long.job.traceback or ""
+    assert len(trace) == jobq.TRACEBACK_MOST, "the first lines and the last, not 400 frames"
+    assert trace.startswith("Traceback (most recent call last):\n")
+    assert "characters left out ...]\n" in trace
+    assert trace.endswith("ValueError: <script>no</script> at the bottom\n")
+
+
 def test_a_job_fails_for_good_after_its_last_attempt(store: MemoryStore) -> None:
     q = jobq.Queue(store)
     runs = 0

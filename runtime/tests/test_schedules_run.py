@@ -35,14 +35,14 @@ class Recording(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.pushes: list[tuple[datetime, bool]] = []
-        self.pushed = threading.Event()
+        self.pushed_one = threading.Event()
         self._note = threading.Lock()
 
     def push_scheduled(self, schedule: str, job: jobq.Job) -> bool:
         won = super().push_scheduled(schedule, job)
         with self._note:
             self.pushes.append((job.run_at, won))
-        self.pushed.set()
+        self.pushed_one.set()
         return won
 
 
@@ -115,7 +115,7 @@ async def test_a_new_schedules_first_run_is_its_next_time_pushed_ahead(store: Re
     hourly.schedule(jobq.Every(timedelta(hours=1)), 7)
     started = datetime.now(UTC)
     task = asyncio.create_task(q.run())
-    assert await asyncio.to_thread(store.pushed.wait, LIVENESS)
+    assert await asyncio.to_thread(store.pushed_one.wait, LIVENESS)
     q.stop()
     await asyncio.wait_for(task, LIVENESS)
     [(run_at, won)] = store.pushes

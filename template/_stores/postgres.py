@@ -591,6 +591,12 @@ _ASKED = f"""
 _DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND ended IS DISTINCT FROM 'done'"
 _DISCARD = f"{_DISCARD_ALL} AND {_by_key('ids')}"
 
+# A job waiting for a later time, due now (BrowseStore.run_now).
+_RUN_NOW = (
+    f"UPDATE jobs SET run_at = :now WHERE {_by_key('ids')}"
+    " AND failed_at IS NULL AND held_until <= :now AND run_at > :now"
+)
+
 # With the ended jobs (a done one kept with its result once past its expires_at)
 # go the lock rows of keys no job has, and the kinds
 # whose hold or pause has ended (a rate's hold-backs leave a row a kind).
@@ -797,9 +803,19 @@ class Jobs:
         kind: str | None = None,
         after: jobq.Place | None = None,
         limit: int = 50,
+        text: str | None = None,
     ) -> list[jobq.Status]:
-        statement, params = listing.statement(listed, now, kind=kind, after=after, limit=limit)
+        statement, params = listing.statement(
+            listed, now, kind=kind, after=after, limit=limit, text=text
+        )
         return listing.statuses(self._db.run(lambda sql: sql.rows(statement, params)), now)
+
+    def run_now(self, ids: Sequence[str], now: datetime) -> int:
+        params = {"ids": rows.ids(ids), "now": rows.ms(now)}
+        return self._db.run(lambda sql: sql.count(_RUN_NOW, params))
+
+    def pushed(self) -> dict[str, datetime]:
+        return listing.pushed(self._db.run(lambda sql: sql.rows(listing.PUSHED, {})))
 
     # StatsStore
 

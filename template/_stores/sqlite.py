@@ -442,6 +442,12 @@ _ASKED = """
 _DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
 _DISCARD = f"{_DISCARD_ALL} AND id IN (SELECT value FROM json_each(:ids))"
 
+# A job waiting for a later time, due now (BrowseStore.run_now).
+_RUN_NOW = (
+    "UPDATE jobs SET run_at = :now WHERE id IN (SELECT value FROM json_each(:ids))"
+    " AND failed_at IS NULL AND held_until <= :now AND run_at > :now"
+)
+
 # The ended jobs; a done one kept with its result once past its expires_at.
 _PRUNE = """
     DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
@@ -485,12 +491,16 @@ class Jobs:
         return self._db.write(lambda sql: sql.count(_DONE, rows.fence(job)) > 0)
 
     def retry(self, job: Job) -> bool:
-        params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": job.error}
+        params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": rows.error_text(job)}
         return self._db.write(lambda sql: sql.count(_RETRY, params) > 0)
 
     def fail(self, job: Job) -> bool:
         job.failed_at = job.failed_at or datetime.now(UTC)
-        params = {**rows.fence(job), "failed_at": rows.ms(job.failed_at), "error": job.error}
+        params = {
+            **rows.fence(job),
+            "failed_at": rows.ms(job.failed_at),
+            "error": rows.error_text(job),
+        }
         return self._db.write(lambda sql: sql.count(_FAIL, params) > 0)
 
     # BatchStore
@@ -649,9 +659,19 @@ class Jobs:
         kind: str | None = None,
         after: jobq.Place | None = None,
         limit: int = 50,
+        text: str | None = None,
     ) -> list[jobq.Status]:
-        statement, params = listing.statement(listed, now, kind=kind, after=after, limit=limit)
+        statement, params = listing.statement(
+            listed, now, kind=kind, after=after, limit=limit, text=text
+        )
         return listing.statuses(self._db.read(lambda sql: sql.rows(statement, params)), now)
+
+    def run_now(self, ids: Sequence[str], now: datetime) -> int:
+        params = {"ids": json.dumps(rows.ids(ids)), "now": rows.ms(now)}
+        return self._db.write(lambda sql: sql.count(_RUN_NOW, params))
+
+    def pushed(self) -> dict[str, datetime]:
+        return listing.pushed(self._db.read(lambda sql: sql.rows(listing.PUSHED, {})))
 
     # StatsStore
 

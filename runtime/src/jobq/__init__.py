@@ -23,7 +23,7 @@ from jobq.errors import (
     UnknownJob,
     ValueDoesNotFit,
 )
-from jobq.job import Claimant, Job, Outcome, Ran
+from jobq.job import TRACEBACK_MOST, Claimant, Job, Outcome, Ran
 from jobq.kind import KEEP_RESULTS, Kind, default_backoff
 from jobq.limiter import Limiter
 from jobq.listing import LISTS, Listed, Place, place_of
@@ -105,6 +105,7 @@ __all__ = [
     "StoreError",
     "StoreLocked",
     "StoreUnavailable",
+    "TRACEBACK_MOST",
     "UniqueStore",
     "UnknownJob",
     "ValueDoesNotFit",

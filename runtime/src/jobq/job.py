@@ -6,7 +6,11 @@ import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["Claimant", "Job", "Outcome", "Ran", "utc"]
+__all__ = ["TRACEBACK_MOST", "Claimant", "Job", "Outcome", "Ran", "utc"]
+
+# Characters of a failed attempt's traceback a store keeps with its job: enough for the
+# frames that matter, bounded so that a deep recursion's is not a megabyte a retry.
+TRACEBACK_MOST = 8192
 
 
 @dataclass(slots=True)
@@ -42,6 +46,9 @@ class Job:
     # its result, when the prune may delete it.
     expires_at: datetime | None = None
     result: str | None = None  # a done job's kept return value, as JSON
+    # Its last failed attempt's traceback, bounded (jobq.TRACEBACK_MOST): None for none.
+    # Kept with ``error``, read by a status, not by a claim's handler.
+    traceback: str | None = None
     # What of its stored row could not be read ("" for nothing): a hand or an old
     # version left a column no store writes. The queue fails it for good, unrun.
     unreadable: str = ""

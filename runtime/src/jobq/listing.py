@@ -18,6 +18,7 @@ __all__ = [
     "MOST",
     "Listed",
     "Place",
+    "ascii_lower",
     "check_page",
     "latest_first",
     "ordered_at",
@@ -68,6 +69,15 @@ class Place:
         if not (ms.isdecimal() and id.isdecimal()):
             raise ValueError(f"{text!r} is not a place in a list of jobs")
         return cls(datetime.fromtimestamp(int(ms) / 1000, tz=UTC), id)
+
+
+_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def ascii_lower(text: str) -> str:
+    """``text`` with its ASCII letters lower case: how a list's ``text`` is matched, as SQL's
+    lower() leaves them on every database (letters past ASCII a database may lower, or not)."""
+    return text.translate(_LOWER)
 
 
 def check_page(listed: str, limit: int) -> None:

@@ -13,6 +13,7 @@ import contextvars
 import inspect
 import logging
 import math
+import traceback
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,13 +21,13 @@ from typing import Any
 from jobq.calls import Settle, Stale
 from jobq.current import copy_job, current
 from jobq.errors import Permanent, Snooze, ValueDoesNotFit
-from jobq.job import Job, Outcome, Ran, new_ran
+from jobq.job import TRACEBACK_MOST, Job, Outcome, Ran, new_ran
 from jobq.kind import Kind, seconds
 from jobq.log import log, say, say_job
 from jobq.run import Run
 from jobq.store import SnoozeStore
 
-__all__ = ["Attempt", "Outcomes", "ran"]
+__all__ = ["Attempt", "Outcomes", "kept_traceback", "ran"]
 
 _NO_TIME = timedelta(0)
 
@@ -111,6 +112,8 @@ class Outcomes:
                 job.attempts < (job.max_attempts or kind.options.attempts)
             ):
                 again, why = _next_run(kind, job.attempts, now)
+            if error.__traceback__ is not None:  # else not raised (a lost worker's): the last kept
+                job.traceback = kept_traceback(error)
             if again is None:
                 how, outcome = "fail", Outcome.FAILED
                 job.error, job.failed_at = _describe(error) + why, now
@@ -340,6 +343,17 @@ def _next_run(kind: Kind[Any], attempt: int, now: datetime) -> tuple[datetime | 
         return now + timedelta(seconds=wait), ""
     except Exception as e:  # the app's function: any bug of its own
         return None, f" (kept as failed: the kind's backoff failed for attempt {attempt}: {e})"
+
+
+def kept_traceback(error: BaseException) -> str:
+    """``error``'s traceback as a store keeps it with the job: its first lines and its last,
+    TRACEBACK_MOST characters at the most (the frames nearest the raise are the last)."""
+    text = "".join(traceback.format_exception(error))
+    if len(text) <= TRACEBACK_MOST:
+        return text
+    left_out = f"\n[... {len(text) - TRACEBACK_MOST} characters left out ...]\n"
+    head = TRACEBACK_MOST // 8
+    return text[:head] + left_out + text[-(TRACEBACK_MOST - head - len(left_out)) :]
 
 
 def _describe(error: BaseException) -> str:

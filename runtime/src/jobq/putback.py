@@ -49,7 +49,7 @@ class PutBack:
             if isinstance(self._store, HoldBackStore):
                 await self._calls.hold_back(job, now)
             else:
-                job.run_at, job.error = now, why
+                job.run_at, job.error, job.traceback = now, why, None
                 await self._calls.settle("retry", job)
         except Exception:
             return False  # logged as it failed (a stale settle at DEBUG): left to its hold
@@ -63,7 +63,7 @@ class PutBack:
             if isinstance(self._store, HoldBackStore):
                 await self._calls.hold_back(job, until)
             else:
-                job.run_at, job.error = until, why
+                job.run_at, job.error, job.traceback = until, why, None
                 await self._calls.settle("retry", job)
         except Exception:
             return False  # logged as it failed; the hold runs out and it is claimed again

@@ -237,6 +237,7 @@ class BrowseStore(StatusStore, Protocol):
         kind: str | None = None,
         after: Place | None = None,
         limit: int = 50,
+        text: str | None = None,
     ) -> list[Status]:
         """A page of the jobs in the list ``listed`` at ``now``, each as ``status`` tells it.
 
@@ -248,7 +249,23 @@ class BrowseStore(StatusStore, Protocol):
         (``jobq.place_of``), for the page past it: a keyset, so a page costs the
         same however deep it is, and a job pushed or ended meanwhile is neither
         listed twice nor skipped. ``limit``: 1 to 500 jobs (ValueError past).
+        ``text``: the jobs whose value's JSON has it, ASCII letters in either
+        case (a scan of the list's jobs, slower than the rest of a page's read).
         """
+        ...
+
+    def run_now(self, ids: Sequence[str], now: datetime) -> int:
+        """Make each of ``ids`` that waits for a later time due at ``now``; say how many.
+
+        A job scheduled for later, or waiting out a retry's backoff, runs as a
+        worker is free. A job due already, running, ended or unknown is left as
+        it was and not counted.
+        """
+        ...
+
+    def pushed(self) -> dict[str, datetime]:
+        """Each schedule's latest run pushed (``ScheduleStore.push_scheduled``), by its name;
+        a schedule that never pushed a run is absent. Empty for a store that keeps none."""
         ...
 
 

@@ -397,6 +397,10 @@ def show(
         typer.echo(f"  last error: {lines[0]}")
         for line in lines[1:]:
             typer.echo(f"    {line}")
+    if job.traceback:
+        typer.echo("  its traceback:")
+        for line in visible(job.traceback.rstrip("\n"), lines=True).split("\n"):
+            typer.echo(f"    {line}")
     if job.result is not None:
         typer.echo(f"  result: {visible(job.result)}")
 
@@ -772,6 +776,7 @@ def _as_dict(job: jobq.Job) -> dict[str, Any]:
         "ended_at": job.failed_at.isoformat() if job.failed_at else None,
         "failed_at": job.failed_at.isoformat() if job.failed_at else None,  # ended_at's old name
         "error": job.error,
+        "traceback": job.traceback,
         "key": job.key or None,
         "request_id": (job.carried or {}).get("request_id"),
     }

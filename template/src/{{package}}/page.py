@@ -54,26 +54,33 @@ LISTED_TITLES = {
 # What the lists' forms do to the jobs checked, as the page then says it.
 ACTED = {
     "cancel": "cancelled (a running one stops on its instance)",
+    "run-now": "due now, to run as a worker is free",
     "run-again": "back to run",
     "discard": "deleted for good",
 }
 MISSED = {
     "cancel": "had already ended",
+    "run-now": "was due already, running or ended",
     "run-again": "had not ended, or was done",
     "discard": "had not ended, or was done",
 }
-_WAITS, _ENDED = ("waiting", "scheduled", "retrying", "running"), ("failed", "cancelled")
+_CANCEL, _RUN_NOW = ("cancel", "Cancel"), ("run-now", "Run now")
 LIST_ACTIONS = {
-    **{state: (("cancel", "Cancel"),) for state in _WAITS},
-    **{state: (("run-again", "Run again"), ("discard", "Discard")) for state in _ENDED},
+    "waiting": (_CANCEL,),
+    "scheduled": (_RUN_NOW, _CANCEL),
+    "retrying": (_RUN_NOW, _CANCEL),
+    "running": (_CANCEL,),
+    "failed": (("run-again", "Run again"), ("discard", "Discard")),
+    "cancelled": (("run-again", "Run again"), ("discard", "Discard")),
 }
+TEXT_MOST = 200  # characters of a text a list is filtered by
 # How long the page's pause button pauses a kind for (None: until resumed).
 PAUSES = {"hour": timedelta(hours=1), "day": timedelta(days=1), "resumed": None}
 # Every response of the page: no other site frames it, and it runs only its own script.
 HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
@@ -86,6 +93,8 @@ _templates = jinja2.Environment(
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
+# A link's query: the page's own (a dict), with a value more or another.
+_templates.filters["combine"] = lambda query, **more: {**query, **more}
 
 
 @dataclass(frozen=True)
@@ -124,15 +133,30 @@ class _Scheduled:
     next_run: datetime
     zone: str  # the zone its expression is read in
     on_its_clock: str  # the next run on that zone's clock, when it is not UTC's
+    last_pushed: datetime | None  # the latest run any instance pushed: None for none yet
+    last_on_its_clock: str
 
     @classmethod
-    def of(cls, kind: str, schedule: jobq.Schedule, now: datetime) -> _Scheduled:
+    def of(
+        cls, kind: str, schedule: jobq.Schedule, now: datetime, last_pushed: datetime | None
+    ) -> _Scheduled:
         next_run = schedule.next_after(now)
         zone = schedule.tz if isinstance(schedule, jobq.Cron) else "UTC"
-        on_its_clock = ""
-        if zone not in ("UTC", "Local"):
-            on_its_clock = f"{next_run.astimezone(ZoneInfo(zone)):%Y-%m-%d %H:%M %Z}"
-        return cls(visible(kind), visible(str(schedule)), next_run, zone, on_its_clock)
+
+        def on_its_clock(at: datetime | None) -> str:
+            if at is None or zone in ("UTC", "Local"):
+                return ""
+            return f"{at.astimezone(ZoneInfo(zone)):%Y-%m-%d %H:%M %Z}"
+
+        return cls(
+            visible(kind),
+            visible(str(schedule)),
+            next_run,
+            zone,
+            on_its_clock(next_run),
+            last_pushed,
+            on_its_clock(last_pushed),
+        )
 
 
 def make_page(app: App, password: str | None, guesses: _Guesses | None = None) -> ASGIApp:
@@ -256,17 +280,21 @@ class _Guarded:
 
 @dataclass(frozen=True)
 class _Shown:
-    """A failed job as the page shows it."""
+    """A job as the page shows it, its texts made safe to show."""
 
     id: str
     kind: str
     value: str
     error: str
+    traceback: str  # its last failed attempt's, bounded by jobq.TRACEBACK_MOST: "" for none
     attempts: int
     failed_at: datetime | None
     request_id: str | None
     key: str
     carried: dict[str, str]
+    priority: int
+    run_at: datetime
+    claimed_by: str
 
     @classmethod
     def of(cls, job: jobq.Job) -> _Shown:
@@ -277,11 +305,15 @@ class _Shown:
             kind=visible(job.kind),
             value=job.payload,
             error=visible(job.error or "", lines=True),
+            traceback=visible(job.traceback or "", lines=True),
             attempts=job.attempts,
             failed_at=job.failed_at,
             request_id=carried.get("request_id"),
             key=visible(job.key),
             carried=carried,
+            priority=job.priority,
+            run_at=job.run_at,
+            claimed_by=visible(job.claimed_by or ""),
         )
 
     @property
@@ -316,6 +348,12 @@ class _Page:
         failed, stats, paused = await run_in_threadpool(self._read, now, kind)
         if stats is not None:  # counted by the store: the list is read a page, not whole
             kinds = {s.kind: s.failed for s in stats if s.failed}
+            # The app's kinds with no job now are listed too, with their noughts.
+            counted = {s.kind for s in stats}
+            stats = sorted(
+                [*stats, *(_none_of(name) for name in self.app.queue.kinds if name not in counted)],
+                key=lambda s: s.kind,
+            )
         else:
             kinds = {}
             for job in failed:
@@ -352,13 +390,20 @@ class _Page:
                 request, "gone.html", status_code=404, title="No such list", id=visible(state)
             )
         kind = self._kind(request.query_params.get("kind", ""))
+        text = request.query_params.get("text", "")[:TEXT_MOST]
         try:
             after = jobq.Place.parse(request.query_params["after"])
         except (KeyError, ValueError):
             after = None  # no place, or one no page gave: the first page
         now = datetime.now(UTC)
         page = await run_in_threadpool(
-            self.app.jobs.browse, state, now, kind=kind or None, after=after, limit=LISTED
+            self.app.jobs.browse,
+            state,
+            now,
+            kind=kind or None,
+            after=after,
+            limit=LISTED,
+            text=text or None,
         )
         following = str(jobq.place_of(state, page[-1])) if len(page) == LISTED else ""
         query = request.query_params
@@ -376,6 +421,9 @@ class _Page:
             state=state,
             states=[(name, LISTED_TITLES[name]) for name in jobq.LISTS],
             kind=kind,
+            text=text,
+            # What each of the list's links keeps: its kind and its text.
+            kept={k: v for k, v in (("kind", kind), ("text", text)) if v},
             kinds=sorted(self.app.queue.kinds),
             jobs=[_Listed.of(status, now) for status in page],
             following=following,
@@ -388,8 +436,10 @@ class _Page:
     async def schedules(self, request: Request) -> Response:
         """The app's schedules: each kind's, its next run, on UTC's clock and on its zone's."""
         now = datetime.now(UTC)
+        jobs = self.app.jobs
+        pushed = await run_in_threadpool(jobs.pushed) if isinstance(jobs, jobq.BrowseStore) else {}
         shown = [
-            _Scheduled.of(kind, schedule, now)
+            _Scheduled.of(kind, schedule, now, pushed.get(kind))
             for kind, schedule in self.app.queue.schedules.items()
         ]
         return self._render(
@@ -401,7 +451,7 @@ class _Page:
         return name if name in self.app.queue.kinds else ""
 
     async def job(self, request: Request) -> Response:
-        """One job, in any state, with its whole value and its last error."""
+        """One job, in any state, with its whole value and its last error and traceback."""
         id = request.path_params["id"]
         now = datetime.now(UTC)
         status = await run_in_threadpool(self._status, id, now)
@@ -422,6 +472,7 @@ class _Page:
             job_state=status.state,  # not "state": that is the list the header marks
             where=_Listed.of(status, now),
             ended=status.state in ("failed", "cancelled", "expired"),
+            later=status.state == "waiting" and not status.due,  # "run now" brings it forward
         )
 
     def _status(self, id: str, now: datetime) -> jobq.Status | None:
@@ -494,7 +545,8 @@ class _Page:
                 status_code=400,
             )
         done = await run_in_threadpool(self._act, action, ids[:LISTED])
-        query = {"kind": self._kind(_one(form, "kind")), "did": action}
+        query = {"kind": self._kind(_one(form, "kind")), "text": _one(form, "text")[:TEXT_MOST]}
+        query |= {"did": action}
         query |= {"n": str(done), "of": str(len(ids[:LISTED]))}
         root = request.scope.get("root_path", "")
         shown = urlencode({k: v for k, v in query.items() if v})
@@ -505,6 +557,10 @@ class _Page:
         jobs, now = self.app.jobs, datetime.now(UTC)
         if action == "cancel":
             return sum(jobs.cancel(id, now) is not None for id in ids)
+        if action == "run-now":
+            moved = jobs.run_now(ids, now) if isinstance(jobs, jobq.BrowseStore) else 0
+            self.app.queue.wake()
+            return moved
         if action == "run-again":
             count = sum(jobs.run_again(id, now) for id in ids)
             self.app.queue.wake()  # this instance's queue runs them now, not at its next poll
@@ -595,6 +651,11 @@ def _cancel_told(query: Any) -> tuple[str, str] | None:
     if not id or said not in _CANCEL_SAID:
         return None
     return visible(id[:40]), _CANCEL_SAID[said]
+
+
+def _none_of(kind: str) -> jobq.KindStats:
+    """The counts of a kind with no job now."""
+    return jobq.KindStats(kind=kind, due=0, later=0, running=0, failed=0, oldest_due=None)
 
 
 def _one(form: dict[str, list[str]], name: str) -> str:

@@ -6,19 +6,19 @@ No database library: the store runs the statement and hands its rows back.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from jobq.listing import MOST, check_page, latest_first
+from jobq.listing import MOST, ascii_lower, check_page, latest_first
 from jobq.sql import rows
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from datetime import datetime
 
     from jobq.listing import Listed, Place
     from jobq.status import Status
 
-__all__ = ["MOST", "statement", "statuses"]
+__all__ = ["MOST", "PUSHED", "pushed", "statement", "statuses"]
 
 # Each list's jobs at :now (listing.Listed says what each holds).
 _WHERE: dict[str, str] = {
@@ -40,14 +40,26 @@ _ORDER = {
 }
 
 
+# A text in a value is LIKE's pattern with its own wildcards escaped, by a character no
+# database reads as an escape in a string (MySQL reads a backslash so).
+_ESCAPE = "!"
+
+
 def statement(
-    listed: Listed, now: datetime, *, kind: str | None, after: Place | None, limit: int
+    listed: Listed,
+    now: datetime,
+    *,
+    kind: str | None,
+    after: Place | None,
+    limit: int,
+    text: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The SELECT of a page of ``listed`` at ``now``, and its parameters.
 
-    ``limit`` jobs at the most (1 to MOST), of ``kind`` alone when given, past
-    ``after`` in the list's order: the oldest first (``run_at``, then ID), or for
-    the ended lists the latest first (when they ended, then ID).
+    ``limit`` jobs at the most (1 to MOST), of ``kind`` alone when given, whose
+    value has ``text`` when given (ASCII letters in either case), past ``after``
+    in the list's order: the oldest first (``run_at``, then ID), or for the
+    ended lists the latest first (when they ended, then ID).
     """
     check_page(listed, limit)
     key = _ORDER.get(listed, "run_at")
@@ -57,6 +69,10 @@ def statement(
     if kind is not None:
         where.append("kind = :kind")
         params["kind"] = kind
+    if text:
+        where.append(f"lower(payload) LIKE :text ESCAPE '{_ESCAPE}'")
+        escaped = "".join(f"{_ESCAPE}{c}" if c in f"%_{_ESCAPE}" else c for c in text)
+        params["text"] = f"%{ascii_lower(escaped)}%"
     if after is not None:
         after_id = rows.row_id(after.id)
         if after_id is None:
@@ -73,3 +89,12 @@ def statement(
 def statuses(found: Sequence[Sequence[Any]], now: datetime) -> list[Status]:
     """Each row ``statement`` read, as its Status at ``now``, in the order read."""
     return [status for row in found if (status := rows.status([row], now)) is not None]
+
+
+# Each schedule's latest run pushed: the time push_scheduled keeps, which only moves forward.
+PUSHED = "SELECT name, run_at FROM schedules"
+
+
+def pushed(found: Sequence[Sequence[Any]]) -> dict[str, datetime]:
+    """``BrowseStore.pushed`` from the rows ``PUSHED`` read."""
+    return {str(name): rows.at(int(run_at)) for name, run_at in found}

@@ -531,13 +531,13 @@ def fences(jobs: Sequence[Job]) -> dict[str, Any]:
 
 def _settles(jobs: Sequence[Job], times: Sequence[datetime]) -> dict[str, Any]:
     """Retries or fails as ``:settles``, by ID: the order their rows lock in."""
-    settles = sorted(
+    settles: list[dict[str, Any]] = sorted(
         (
             {"id": int(job.id), "attempts": job.attempts, "at": rows.ms(at)}
-            | ({} if job.error is None else {"error": job.error})
+            | ({} if job.error is None else {"error": rows.error_text(job)})
             for job, at in zip(jobs, times, strict=True)
         ),
-        key=lambda s: s["id"],
+        key=lambda s: int(s["id"]),
     )
     return {"settles": json.dumps(settles)}
 

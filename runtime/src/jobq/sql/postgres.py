@@ -337,11 +337,11 @@ def settles(done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> d
         "retry_ids": [int(j.id) for j in retry],
         "retry_attempts": [j.attempts for j in retry],
         "retry_run_at": [rows.ms(j.run_at) for j in retry],
-        "retry_errors": [j.error for j in retry],
+        "retry_errors": [rows.error_text(j) for j in retry],
         "fail_ids": [int(j.id) for j in fail],
         "fail_attempts": [j.attempts for j in fail],
         "fail_at": [rows.ms(j.failed_at or datetime.now(UTC)) for j in fail],
-        "fail_errors": [j.error for j in fail],
+        "fail_errors": [rows.error_text(j) for j in fail],
     }
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "claimant",
     "clause",
     "ended",
+    "error_text",
     "fence",
     "ids",
     "insert",
@@ -81,6 +82,22 @@ def ms(when: datetime) -> int:
 def at(millis: int) -> datetime:
     """The aware UTC datetime of Unix milliseconds ``millis``."""
     return _EPOCH + millis * _MS
+
+
+# A job's error column holds its error, then, after this separator, its last failed
+# attempt's traceback: kept with the job in the column every store writes already, so
+# no store's statements changed, and a store of an older jobq reads the text whole.
+_TRACEBACK = "\x1e"  # ASCII's record separator: no error's text has one (error_text sees to it)
+
+
+def error_text(job: Job) -> str | None:
+    """What a store writes in a job's ``error`` column: ``job.error``, and its
+    ``job.traceback`` when it has one; None for no error (the statement keeps the last)."""
+    if job.error is None:
+        return None
+    if job.traceback is None:
+        return job.error.replace(_TRACEBACK, " ")
+    return f"{job.error.replace(_TRACEBACK, ' ')}{_TRACEBACK}{job.traceback}"
 
 
 def insert(job: Job) -> dict[str, Any]:
@@ -294,7 +311,7 @@ def ended(job: Job, ran: bool) -> dict[str, Any]:
         "unrun": 0 if ran else 1,
         "ended": job.ended,
         "failed_at": ms(job.failed_at or datetime.now(UTC)),
-        "error": job.error,
+        "error": error_text(job),
         "result": job.result,
         "expires_at": None if job.expires_at is None else ms(job.expires_at),
     }
@@ -367,6 +384,9 @@ def job(row: Sequence[Any]) -> Job:
     context: dict[str, str] | None = None
     if carried is not None:
         context, unreadable = _carried(carried, unreadable)
+    trace = None
+    if error is not None and _TRACEBACK in error:
+        error, _, trace = error.partition(_TRACEBACK)
     # By position, in Job's field order: a claim makes a Job of each row it takes,
     # and keywords cost twice as much.
     return Job(
@@ -389,6 +409,7 @@ def job(row: Sequence[Any]) -> Job:
         None if cancel_asked is None else _EPOCH + int(cancel_asked) * _MS,
         None if expires_at is None else _EPOCH + int(expires_at) * _MS,
         None,  # result: read by status alone
+        trace,
         unreadable,
     )
 

@@ -284,13 +284,19 @@ def settle(
         if retry:
             found += sql.rows(
                 statements.retry(len(retry)),
-                rows.numbered(retry, lambda j: {"run_at": rows.ms(j.run_at), "error": j.error}),
+                rows.numbered(
+                    retry, lambda j: {"run_at": rows.ms(j.run_at), "error": rows.error_text(j)}
+                ),
             )
         if fail:
             found += sql.rows(
                 statements.fail(len(fail)),
                 rows.numbered(
-                    fail, lambda j: {"failed_at": rows.ms(j.failed_at or now), "error": j.error}
+                    fail,
+                    lambda j: {
+                        "failed_at": rows.ms(j.failed_at or now),
+                        "error": rows.error_text(j),
+                    },
                 ),
             )
         return found

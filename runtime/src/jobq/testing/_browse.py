@@ -6,7 +6,7 @@ import pytest
 
 from jobq.job import Claimant, Job
 from jobq.listing import LISTS, Listed, place_of
-from jobq.store import BrowseStore, CancelStore, ResultStore, Store
+from jobq.store import BrowseStore, CancelStore, ResultStore, ScheduleStore, Store
 from jobq.testing._support import at, brief, job
 
 __all__ = ["BrowseStorePromises"]
@@ -143,6 +143,56 @@ class BrowseStorePromises:
         assert _ids(browse, "waiting", now=5, kind="mail") == [j.id for j in mails]
         assert _ids(browse, "waiting", now=5, kind="none") == []
         assert len(_ids(browse, "waiting", now=5)) == 4
+
+    def test_a_list_by_a_text_holds_the_jobs_whose_value_has_it(self, store: Store) -> None:
+        browse = _browse_store(store)
+        values = ['{"to":"Ann@Example.com"}', '{"to":"bob"}', '{"note":"100%_off"}', '{"x":1}']
+        pushed = [job(payload=value, run_at=at(i)) for i, value in enumerate(values)]
+        for one in pushed:
+            store.push(one)
+
+        def found(text: str) -> list[str]:
+            page = browse.browse("waiting", at(9), text=text, limit=500)
+            return [status.id for status in page]
+
+        assert found("ann@example") == [pushed[0].id], "ASCII letters in either case"
+        assert found('"TO"') == [pushed[0].id, pushed[1].id]
+        assert found("%_") == [pushed[2].id], "its wildcards are the text's own characters"
+        assert found("0%") == [pushed[2].id]
+        assert found("_") == [pushed[2].id]
+        assert found("!") == []
+        assert found("carol") == []
+        assert browse.browse("waiting", at(9), kind="other", text="bob") == []
+
+    def test_run_now_makes_a_job_waiting_for_later_due(self, store: Store) -> None:
+        browse = _browse_store(store)
+        later, backoff = job(kind="later", run_at=at(100)), job(kind="retried", priority=1)
+        due, running = job(kind="due"), job(kind="running", run_at=at(1), priority=2)
+        for pushed in (later, backoff, due, running):
+            store.push(pushed)
+        _claim(store, running, now=2)
+        again = _claim(store, backoff, now=2)
+        again.run_at, again.error = at(200), "refused"
+        assert store.retry(again)
+
+        ids = [later.id, backoff.id, due.id, running.id, "404", "no id"]
+        assert browse.run_now(ids, at(10)) == 2, "the two waiting for later, and no other"
+        assert browse.run_now([later.id], at(11)) == 0, "due already"
+        assert browse.run_now([], at(11)) == 0
+        claimed = [store.claim(at(11), at(300)) for _ in range(3)]
+        assert {c.id for c in claimed if c is not None} == {later.id, backoff.id, due.id}
+        assert _ids(browse, "scheduled", now=11) == []
+
+    def test_pushed_says_each_schedules_latest_run(self, store: Store) -> None:
+        browse = _browse_store(store)
+        if not isinstance(store, ScheduleStore):
+            pytest.skip("the store is not a ScheduleStore")
+        assert browse.pushed() == {}
+        assert store.push_scheduled("daily", job(kind="daily", run_at=at(60)))
+        assert store.push_scheduled("daily", job(kind="daily", run_at=at(120)))
+        assert not store.push_scheduled("daily", job(kind="daily", run_at=at(90)))
+        assert store.push_scheduled("hourly", job(kind="hourly", run_at=at(30)))
+        assert browse.pushed() == {"daily": at(120), "hourly": at(30)}
 
     def test_a_page_asked_of_no_list_or_of_too_many_jobs_is_refused(self, store: Store) -> None:
         browse = _browse_store(store)

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobq.job import Claimant
+from jobq.job import TRACEBACK_MOST, Claimant
 from jobq.store import CancelStore, StatusStore, Store
 from jobq.testing._support import at, brief, job
 
@@ -62,6 +62,55 @@ class StatusStorePromises:
         assert (state.state, state.due) == ("waiting", False), "waits for its time"
         assert state.job is not None
         assert (state.job.run_at, state.job.attempts) == (at(100), 0)
+
+    def test_an_attempt_that_failed_keeps_its_error_and_traceback_for_its_status(
+        self, store: Store
+    ) -> None:
+        statuses = _status_store(store)
+        retried, failed = job(kind="retried", priority=1), job(kind="failed")
+        store.push(retried)
+        store.push(failed)
+        body = "Traceback (most recent call last):\n" + '  File "x.py", line 1\n' * 400
+        tail = "ValueError: <b>boom</b> \u00e9"
+        trace = body[: TRACEBACK_MOST - len(tail)] + tail  # as long as a kept one may be
+        claimed = store.claim(at(1), at(100))
+        assert claimed is not None
+        assert claimed.id == retried.id
+        claimed.error, claimed.traceback, claimed.run_at = "boom <i>", trace, at(2)
+        assert store.retry(claimed)
+        state = statuses.status(retried.id, at(3))
+        assert state is not None
+        assert state.job is not None
+        assert (state.state, state.job.error, state.job.traceback) == (
+            "waiting",
+            "boom <i>",
+            trace,
+        )
+        again = store.claim(at(3), at(100))
+        assert again is not None
+        assert again.id == retried.id
+        assert again.traceback == trace, "a claim reads the job as kept"
+        again.error, again.traceback, again.run_at = "put back", None, at(4)
+        assert store.retry(again)
+        state = statuses.status(retried.id, at(5))
+        assert state is not None
+        assert state.job is not None
+        assert (state.job.error, state.job.traceback) == ("put back", None)
+
+        claims = [store.claim(at(5), at(100)), store.claim(at(5), at(100))]
+        for ended in claims:
+            assert ended is not None
+            if ended.id == failed.id:
+                ended.error, ended.traceback, ended.failed_at = "refused", "Trace\n", at(6)
+                assert store.fail(ended)
+        state = statuses.status(failed.id, at(7))
+        assert state is not None
+        assert state.job is not None
+        assert (state.state, state.job.error, state.job.traceback) == (
+            "failed",
+            "refused",
+            "Trace\n",
+        )
 
     def test_a_job_whose_hold_ran_out_waits_again_and_a_done_one_is_gone(
         self, store: Store

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from jobq.job import Claimant, Job
-from jobq.listing import Listed, Place, check_page, latest_first, ordered_at
+from jobq.listing import Listed, Place, ascii_lower, check_page, latest_first, ordered_at
 from jobq.stats import KindStats
 from jobq.status import State, Status
 
@@ -170,20 +170,43 @@ class MemoryStore:
         kind: str | None = None,
         after: Place | None = None,
         limit: int = 50,
+        text: str | None = None,
     ) -> list[Status]:
         check_page(listed, limit)
         newest = latest_first(listed)
         past = None if after is None else (after.at, int(after.id))
+        lowered = None if text is None else ascii_lower(text)
         with self._lock:
             found = []
             for row in self._rows.values():
-                if (kind is None or row.job.kind == kind) and _listed(row, now) == listed:
+                if (
+                    (kind is None or row.job.kind == kind)
+                    and (lowered is None or lowered in ascii_lower(row.job.payload))
+                    and _listed(row, now) == listed
+                ):
                     place = (ordered_at(listed, row.job, row.claimed_at), int(row.job.id))
                     if past is None or (place < past if newest else place > past):
                         found.append((place, row))
             found.sort(key=lambda pair: pair[0], reverse=newest)
             page = [row for _, row in found[:limit]]
             return [self._status(row, now) for row in page]
+
+    def run_now(self, ids: Sequence[str], now: datetime) -> int:
+        with self._lock:
+            moved = 0
+            for id in dict.fromkeys(ids):
+                row = self._rows.get(id)
+                if row is None or row.job.failed_at is not None or _holds(row, now):
+                    continue
+                if row.job.run_at > now:
+                    row.job.run_at = now
+                    self._wait(row)
+                    moved += 1
+            return moved
+
+    def pushed(self) -> dict[str, datetime]:
+        with self._lock:
+            return dict(self._schedules)
 
     # CancelStore
 
@@ -211,7 +234,8 @@ class MemoryStore:
             kept = row.job
             kept.attempts -= not ran
             kept.ended, kept.failed_at = job.ended, job.failed_at or datetime.now(UTC)
-            kept.error = kept.error if job.error is None else job.error
+            if job.error is not None:
+                kept.error, kept.traceback = job.error, job.traceback
             kept.result, kept.expires_at = job.result, job.expires_at
             return True
 
@@ -594,7 +618,7 @@ class MemoryStore:
             return False
         self._let_go(row)
         row.job.run_at = job.run_at
-        row.job.error = job.error
+        row.job.error, row.job.traceback = job.error, job.traceback
         self._wait(row)
         return True
 
@@ -603,7 +627,7 @@ class MemoryStore:
         if row is None:
             return False
         self._let_go(row)
-        row.job.error = job.error
+        row.job.error, row.job.traceback = job.error, job.traceback
         row.job.failed_at = job.failed_at or datetime.now(UTC)
         row.job.ended = "failed"
         return True
