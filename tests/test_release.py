@@ -13,21 +13,25 @@ import email.parser
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
+import copier
 import jobq
 import pytest
 import yaml
 
-from apps import ROOT
+from apps import APP, ROOT
 
 pytestmark = pytest.mark.xdist_group("release")
 
 UV = [sys.executable, "-m", "uv"]
+# What a copy of the checkout leaves out to be the template a user clones.
+NOT_THE_TEMPLATE = (".git", ".venv", "__pycache__", ".*_cache", "*.sqlite3*", "*.egg-info")
 
 
 @pytest.fixture(scope="session")
@@ -100,6 +104,38 @@ def test_the_wheel_alone_in_a_fresh_venv_runs_the_readmes_job(dist: Path, tmp_pa
     ran = run(python, "-I", "-c", example + where, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == f"welcome, user 7\n{jobq.__version__} True\n"
+
+
+def test_an_app_rendered_from_a_local_clone_gets_jobq_from_the_index_after_the_clone_is_gone(
+    dist: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """jobq_source=index: a released range, here from a local index (--find-links) that
+    holds the wheel, as a user's from the package index once jobq is published."""
+    clone = tmp_path / "jobs-starter"
+    shutil.copytree(ROOT, clone, ignore=shutil.ignore_patterns(*NOT_THE_TEMPLATE))
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the template"]):
+        git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args]
+        subprocess.run(git, cwd=clone, check=True, capture_output=True)
+    app = tmp_path / APP
+    copier.run_copy(
+        str(clone), app, data={"db": "sqlite", "jobq_source": "index"}, defaults=True,
+        vcs_ref="HEAD", unsafe=False,
+    )  # fmt: skip
+    major, minor, _ = (int(part) for part in jobq.__version__.split("."))
+    released = f"jobq>={jobq.__version__},<{f'0.{minor + 1}' if major == 0 else major + 1}"
+    assert f"\njobq: {released}\n  (jobq_source=index: " in capsys.readouterr().err
+    assert f'  "{released}",\n' in (app / "pyproject.toml").read_text()
+    shutil.rmtree(clone)
+
+    venv = tmp_path / "venv"
+    python = venv / "bin" / "python"
+    assert run(*UV, "venv", "-q", "--python", sys.executable, venv).returncode == 0
+    installed = run(*UV, "pip", "install", "-q", "--python", python, "--find-links", dist, app)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    # The app's Store, on the store kit of the wheel's jobq.
+    where = "print(jobq.__version__, jobq.__file__.startswith(sys.prefix))"
+    ran = run(python, "-I", "-c", f"import jobq, sys, {APP}.jobs_db; {where}", cwd=tmp_path)
+    assert (ran.returncode, ran.stdout) == (0, f"{jobq.__version__} True\n"), ran.stderr
 
 
 def hooks(config: Path) -> dict[str, list[str]]:

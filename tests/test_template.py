@@ -247,10 +247,11 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DirtyLocalWarning)
         copier.run_copy(
-            str(source), app, data={"db": "sqlite"}, defaults=True, vcs_ref="v0.1.0",
+            f"git+file://{source}", app, data={"db": "sqlite"}, defaults=True, vcs_ref="v0.1.0",
             unsafe=False, quiet=True,
         )  # fmt: skip
-    # With no jobq_source, the app takes the runtime from where the template came, at its commit.
+    # With no jobq_source, the app takes the runtime from where the template came, at its commit
+    # (from a git URL: from a local folder, copier refuses, as test_answers.py checks).
     assert _pinned_runtime(app) == (source, _git(source, "rev-parse", "v0.1.0^{commit}").strip())
     # The app's own work: a migration on its branch, and an edit to an example file.
     versions = app / "src" / APP / "migrations" / "versions"
@@ -339,7 +340,7 @@ def _pinned_runtime(app: Path) -> tuple[Path, str]:
     pyproject = (app / "pyproject.toml").read_text()
     [line] = [line for line in pyproject.splitlines() if '"jobq @ ' in line]
     match = re.fullmatch(
-        r'\s*"jobq @ git\+file://localhost(/.+)@([0-9a-f]{40})#subdirectory=runtime",', line
+        r'\s*"jobq @ git\+file://(/.+)@([0-9a-f]{40})#subdirectory=runtime",', line
     )
     assert match, line
     repo, commit = Path(match[1]), match[2]
