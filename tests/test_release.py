@@ -1,10 +1,11 @@
-"""What a release needs: jobq built as a distribution that installs and runs on its own,
-and the checks before each commit passing on the repository.
+"""What a release needs: jobq built as a distribution that installs and runs on its own, an
+app rendered from a local clone that installs it from an index once the clone is gone, and
+the checks before each commit passing on the repository.
 
 runtime/ is built once a session (python -m build: the sdist, then the wheel from it),
 and the tests that use it kept on one xdist worker (an xdist_group), so once a run.
-The checks are .pre-commit-config.yaml's hooks, run here by their own commands (the
-checkout need not be a git repository, as pre-commit needs), so CI makes them too.
+The checks are .pre-commit-config.yaml's hooks, run here by their own commands
+(tests/precommit.py), so CI makes them too.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import email.parser
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -23,9 +23,9 @@ from pathlib import Path
 import copier
 import jobq
 import pytest
-import yaml
 
 from apps import APP, ROOT
+from precommit import hooks
 
 pytestmark = pytest.mark.xdist_group("release")
 
@@ -136,18 +136,6 @@ def test_an_app_rendered_from_a_local_clone_gets_jobq_from_the_index_after_the_c
     where = "print(jobq.__version__, jobq.__file__.startswith(sys.prefix))"
     ran = run(python, "-I", "-c", f"import jobq, sys, {APP}.jobs_db; {where}", cwd=tmp_path)
     assert (ran.returncode, ran.stdout) == (0, f"{jobq.__version__} True\n"), ran.stderr
-
-
-def hooks(config: Path) -> dict[str, list[str]]:
-    """The commands of a pre-commit config's hooks by id: each is a local, system hook that
-    checks the whole project (no file names passed), so its command is the whole check."""
-    [repo] = yaml.safe_load(config.read_text())["repos"]
-    assert repo["repo"] == "local", "the tools are the project's own: repo: local"
-    commands = {}
-    for hook in repo["hooks"]:
-        assert (hook["language"], hook["pass_filenames"]) == ("system", False), hook
-        commands[hook["id"]] = [*shlex.split(hook["entry"]), *hook.get("args", [])]
-    return commands
 
 
 def test_ruff_passes_on_the_repository_as_its_pre_commit_hooks_run_it() -> None:
