@@ -16,6 +16,6 @@ def hooks(config: Path) -> dict[str, list[str]]:
     assert repo["repo"] == "local", "the tools are the project's own: repo: local"
     commands = {}
     for hook in repo["hooks"]:
-        assert (hook["language"], hook["pass_filenames"]) == ("system", False), hook
+        assert (hook["language"], hook.get("pass_filenames", True)) == ("system", False), hook
         commands[hook["id"]] = [*shlex.split(hook["entry"]), *hook.get("args", [])]
     return commands
