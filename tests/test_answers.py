@@ -9,9 +9,12 @@ from __future__ import annotations
 import keyword
 import re
 import sys
+import warnings
 from pathlib import Path
 
+import copier
 import pytest
+from copier.errors import DirtyLocalWarning
 
 from apps import ROOT, render
 
@@ -66,3 +69,24 @@ def test_the_refused_names_are_this_pythons_keywords_and_standard_library() -> N
     """The lists in _answers.jinja are data: this fails when a Python adds a name."""
     assert _listed("keywords") == {k for k in keyword.kwlist if k.islower()}
     assert {n for n in sys.stdlib_module_names if n == n.lower()} <= _listed("stdlib")
+
+
+def test_copier_refuses_to_pin_jobq_to_a_local_template_folder_and_says_what_to_give(
+    tmp_path: Path,
+) -> None:
+    """By default (jobq_source=git), from a local folder: the pin would break once it moved."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DirtyLocalWarning)
+        with pytest.raises(ValueError, match="Validation error") as refused:
+            copier.run_copy(
+                str(ROOT), tmp_path / "app", data={"db": "sqlite"}, defaults=True,
+                vcs_ref="HEAD" if (ROOT / ".git").exists() else None, unsafe=False, quiet=True,
+            )  # fmt: skip
+    assert str(refused.value) == (
+        f"Validation error for question 'jobq_source': the template is a local folder, {ROOT}, "
+        "and an app pinned to it would not install once it moved: give --data jobq_source=index "
+        "(the released jobq, from the package index), or --data 'jobq_source=jobq @ "
+        "file:///a/path/that/lasts/runtime', or render from the template's git URL "
+        f"(gh:owner/repo; git+file://{ROOT} to pin to this clone all the same)."
+    )
+    assert not (tmp_path / "app" / "pyproject.toml").exists()

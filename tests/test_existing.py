@@ -267,6 +267,7 @@ def test_the_jobs_parts_for_a_server_database_render_its_store_and_driver(
         str(bin_ / "copier"), "copy", "--defaults", "--vcs-ref", "HEAD",
         "--data", "app=existing", "--data", f"package={PACKAGE}", "--data", f"db={db}",
         "--data", "package_path=shop",
+        "--data", f"jobq_source=jobq @ {(ROOT / 'runtime').as_uri()}",
         str(ROOT), str(tmp_path / "p"),
         cwd=tmp_path,
     )  # fmt: skip

@@ -28,6 +28,7 @@ from copier.errors import DirtyLocalWarning
 
 from apps import APP, ROOT, SERVER_ENV, Installed, render
 from dbfixtures import fresh_database
+from precommit import hooks
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -132,16 +133,17 @@ def _assert_the_same_but_for_the_web(app: Installed, starlette: Installed) -> No
 
 
 def test_the_rendered_app_is_lint_clean(app: Installed) -> None:
-    """ruff, as the app's pyproject sets it and its test extra installs it."""
-    ruff = str(app.venv / "bin" / "ruff")
-    lint = app.run(ruff, "check", "--no-cache", ".")
-    assert lint.returncode == 0, lint.stdout + lint.stderr
-    form = app.run(ruff, "format", "--no-cache", "--check", ".")
-    assert form.returncode == 0, form.stdout + form.stderr
+    """ruff, as the app's pre-commit hooks run it (the test extra's, as pyproject sets it)."""
+    checks = hooks(app.folder / ".pre-commit-config.yaml")
+    assert sorted(checks) == ["mypy", "ruff-check", "ruff-format"]
+    for hook in ("ruff-check", "ruff-format"):
+        # No cache: the app's folder is shared by the run's workers, which only read it.
+        done = app.run(*checks[hook], env=app.env(RUFF_NO_CACHE="true"))
+        assert done.returncode == 0, f"{hook}: {done.stdout}{done.stderr}"
 
 
 def test_the_rendered_app_type_checks_strictly(app: Installed, run_folder: Path) -> None:
-    """mypy --strict, as the app's pyproject sets it, on its code and its tests.
+    """mypy --strict, as the app's pre-commit hook runs it, on its code and its tests.
 
     The three apps share one mypy cache, one app at a time (mypy's incremental
     mode, as after an edit): what they import is the same, and checking it
@@ -150,11 +152,36 @@ def test_the_rendered_app_type_checks_strictly(app: Installed, run_folder: Path)
     with (run_folder / "mypy.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
         mypy = app.run(
-            app.python, "-m", "mypy", "--cache-dir", str(run_folder / "mypy-cache"),
-            "src", "tests",
-            env=app.env(MYPYPATH="src"),
-        )  # fmt: skip
+            *hooks(app.folder / ".pre-commit-config.yaml")["mypy"],
+            env=app.env(MYPY_CACHE_DIR=str(run_folder / "mypy-cache")),
+        )
     assert mypy.returncode == 0, mypy.stdout + mypy.stderr
+
+
+def test_pre_commit_passes_in_the_rendered_app_as_a_commit_runs_it(
+    apps: Callable[..., Installed], run_folder: Path, tmp_path: Path
+) -> None:
+    """pre-commit run --all-files (this venv's pre-commit, the app's venv's tools), in a copy of
+    the SQLite app made a git repository: the run's app is shared, and only read."""
+    app = apps("sqlite")
+    folder = tmp_path / APP
+    shutil.copytree(
+        app.folder, folder, ignore=shutil.ignore_patterns("__pycache__", ".*_cache", "*.egg-info")
+    )
+    _git(folder, "init", "-q")
+    _git(folder, "add", "-A")
+    env = app.env(
+        PRE_COMMIT_HOME=str(tmp_path / "pre-commit"),
+        MYPY_CACHE_DIR=str(run_folder / "mypy-cache"),
+    )
+    with (run_folder / "mypy.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the cache's, as in the test above
+        done = subprocess.run(
+            [sys.executable, "-m", "pre_commit", "run", "--all-files"],
+            cwd=folder, env=env, capture_output=True, text=True, check=False, timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("Passed") == 3, done.stdout
 
 
 @pytest.mark.parametrize("db", DATABASES)
@@ -247,10 +274,11 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DirtyLocalWarning)
         copier.run_copy(
-            str(source), app, data={"db": "sqlite"}, defaults=True, vcs_ref="v0.1.0",
+            f"git+file://{source}", app, data={"db": "sqlite"}, defaults=True, vcs_ref="v0.1.0",
             unsafe=False, quiet=True,
         )  # fmt: skip
-    # With no jobq_source, the app takes the runtime from where the template came, at its commit.
+    # With no jobq_source, the app takes the runtime from where the template came, at its commit
+    # (from a git URL: from a local folder, copier refuses, as test_answers.py checks).
     assert _pinned_runtime(app) == (source, _git(source, "rev-parse", "v0.1.0^{commit}").strip())
     # The app's own work: a migration on its branch, and an edit to an example file.
     versions = app / "src" / APP / "migrations" / "versions"
@@ -339,7 +367,7 @@ def _pinned_runtime(app: Path) -> tuple[Path, str]:
     pyproject = (app / "pyproject.toml").read_text()
     [line] = [line for line in pyproject.splitlines() if '"jobq @ ' in line]
     match = re.fullmatch(
-        r'\s*"jobq @ git\+file://localhost(/.+)@([0-9a-f]{40})#subdirectory=runtime",', line
+        r'\s*"jobq @ git\+file://(/.+)@([0-9a-f]{40})#subdirectory=runtime",', line
     )
     assert match, line
     repo, commit = Path(match[1]), match[2]

@@ -5,6 +5,7 @@ The public API is what this module lists in ``__all__``; everything else is priv
 
 from __future__ import annotations
 
+from jobq._version import __version__
 from jobq.carry import Carrier
 from jobq.completion import complete
 from jobq.current import cancelled, current_job
@@ -109,6 +110,7 @@ __all__ = [
     "UniqueStore",
     "UnknownJob",
     "ValueDoesNotFit",
+    "__version__",
     "cancelled",
     "complete",
     "current_job",
