@@ -52,8 +52,10 @@ from jobq.store import (
     StatsStore,
     StatusStore,
     Store,
+    TallyStore,
     UniqueStore,
 )
+from jobq.tally import Tally
 
 __all__ = [
     "AtOnceStore",
@@ -105,6 +107,8 @@ __all__ = [
     "StoreError",
     "StoreLocked",
     "StoreUnavailable",
+    "Tally",
+    "TallyStore",
     "UniqueStore",
     "UnknownJob",
     "ValueDoesNotFit",
