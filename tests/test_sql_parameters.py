@@ -112,6 +112,8 @@ def _every_operation(module: ModuleType, engine: sa.Engine, mark: str) -> None:
     assert kind in jobs.paused(T0)
     assert jobs.resume(kind)
     jobs.prune(T0 + timedelta(days=1))
+    jobs.add_tallies(T0, f"{mark}-instance", {kind: (1, 2, 3), f"{mark}-other": (4, 5, 6)})
+    assert [t.kind for t in jobs.tallies(T0)] == sorted([kind, f"{mark}-other"])
     # The same through the app's transaction.
     with engine.begin() as conn:
         bound = jobs.bind(conn)

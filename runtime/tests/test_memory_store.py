@@ -30,6 +30,7 @@ class TestMemoryStore(StoreSuite):
         jobq.RenewStore,
         jobq.ScheduleStore,
         jobq.StatsStore,
+        jobq.TallyStore,
         jobq.UniqueStore,
     ],
     ids=lambda extra: extra.__name__,

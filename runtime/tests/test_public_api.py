@@ -22,6 +22,7 @@ import pytest
         "jobq.sql.process",
         "jobq.sql.rows",
         "jobq.sql.sqlite",
+        "jobq.sql.tally",
     ],
 )
 def test_all_lists_the_public_names_sorted_and_each_exists(module: str) -> None:

@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import jobq
 from jobq import Job
-from jobq.sql import listing, mysql, rows
+from jobq.sql import listing, mysql, rows, tally
 from jobq.sql.mysql import Database, Statements, make_engine
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from sqlalchemy.engine import Connection, Engine
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the migrations (0001_jobs to 0005_jobs) make: tests compare the two.
+# What the migrations (0001_jobs to 0006_jobs) make: tests compare the two.
 # utf8mb4_bin: kinds and schedule names compare as written, not case- or
 # accent-blind. Keys are SHA-256 hex: ASCII, compared byte for byte.
 SCHEMA = (
@@ -80,6 +80,18 @@ SCHEMA = (
         kind      VARCHAR(255) NOT NULL,
         alone_key VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
         PRIMARY KEY (kind, alone_key)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+    """,
+    # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tally).
+    """
+    CREATE TABLE job_tallies (
+        written_at BIGINT NOT NULL,
+        instance   VARCHAR(255) NOT NULL,
+        kind       VARCHAR(255) NOT NULL,
+        done       INT NOT NULL,
+        retried    INT NOT NULL,
+        failed     INT NOT NULL,
+        INDEX job_tallies_written (written_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
 )
@@ -719,6 +731,17 @@ class Jobs:
 
     def stats(self, now: datetime) -> list[jobq.KindStats]:
         return rows.stats(self._db.run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)})))
+
+    # TallyStore
+
+    def add_tallies(
+        self, at: datetime, instance: str, counts: Mapping[str, tuple[int, int, int]]
+    ) -> None:
+        if counts:
+            self._db.run(lambda sql: tally.add(sql, at, instance, counts), alone=True)
+
+    def tallies(self, since: datetime) -> list[jobq.Tally]:
+        return self._db.run(lambda sql: tally.read(sql, since), alone=True)
 
     # BatchStore
 

@@ -16,11 +16,11 @@ import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
-from jobq.sql import listing, postgres, rows
+from jobq.sql import listing, postgres, rows, tally
 from jobq.sql.postgres import Database, make_engine
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     import jobq
     from jobq import Job
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "Jobs", "make_engine"]
 
-# What the migrations (0001_jobs to 0005_jobs) make: tests compare the two.
+# What the migrations (0001_jobs to 0006_jobs) make: tests compare the two.
 SCHEMA = (
     """
     CREATE TABLE jobs (
@@ -97,6 +97,18 @@ SCHEMA = (
         PRIMARY KEY (kind, alone_key)
     )
     """,
+    # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tally).
+    """
+    CREATE TABLE job_tallies (
+        written_at bigint NOT NULL,
+        instance   text NOT NULL,
+        kind       text NOT NULL,
+        done       integer NOT NULL,
+        retried    integer NOT NULL,
+        failed     integer NOT NULL
+    )
+    """,
+    "CREATE INDEX job_tallies_written ON job_tallies (written_at)",
 )
 
 _CHANNEL = "jobq"
@@ -821,6 +833,17 @@ class Jobs:
 
     def stats(self, now: datetime) -> list[jobq.KindStats]:
         return rows.stats(self._db.run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)})))
+
+    # TallyStore
+
+    def add_tallies(
+        self, at: datetime, instance: str, counts: Mapping[str, tuple[int, int, int]]
+    ) -> None:
+        if counts:
+            self._db.run(lambda sql: tally.add(sql, at, instance, counts))
+
+    def tallies(self, since: datetime) -> list[jobq.Tally]:
+        return self._db.run(lambda sql: tally.read(sql, since))
 
     # NotifyStore
 

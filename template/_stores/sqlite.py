@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import TYPE_CHECKING, Literal
 
-from jobq.sql import listing, rows, sqlite
+from jobq.sql import listing, rows, sqlite, tally
 from jobq.sql.sqlite import BEGIN, Database, make_engine
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import jobq
     from jobq import Job
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BEGIN", "SCHEMA", "Jobs", "make_engine"]
 
-# What the migrations (0001_jobs to 0005_jobs) make: tests compare the two.
+# What the migrations (0001_jobs to 0006_jobs) make: tests compare the two.
 SCHEMA = (
     # AUTOINCREMENT: an ID is never given twice, so a stalled worker's late
     # settle never reaches a job it did not claim.
@@ -86,6 +86,18 @@ SCHEMA = (
         paused     INTEGER NOT NULL DEFAULT 0
     )
     """,
+    # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tally).
+    """
+    CREATE TABLE job_tallies (
+        written_at INTEGER NOT NULL,
+        instance   TEXT NOT NULL,
+        kind       TEXT NOT NULL,
+        done       INTEGER NOT NULL,
+        retried    INTEGER NOT NULL,
+        failed     INTEGER NOT NULL
+    )
+    """,
+    "CREATE INDEX job_tallies_written ON job_tallies (written_at)",
 )
 
 
@@ -677,6 +689,17 @@ class Jobs:
 
     def stats(self, now: datetime) -> list[jobq.KindStats]:
         return rows.stats(self._db.read(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)})))
+
+    # TallyStore
+
+    def add_tallies(
+        self, at: datetime, instance: str, counts: Mapping[str, tuple[int, int, int]]
+    ) -> None:
+        if counts:
+            self._db.write(lambda sql: tally.add(sql, at, instance, counts))
+
+    def tallies(self, since: datetime) -> list[jobq.Tally]:
+        return self._db.read(lambda sql: tally.read(sql, since))
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
         """``ResultStore.prune`` (``now``: the clock's, unless given), and the kinds' holds and

@@ -53,8 +53,10 @@ from jobq.store import (
     StatsStore,
     StatusStore,
     Store,
+    TallyStore,
     UniqueStore,
 )
+from jobq.tally import Tally
 
 __all__ = [
     "AtOnceStore",
@@ -107,6 +109,8 @@ __all__ = [
     "StoreLocked",
     "StoreUnavailable",
     "TRACEBACK_MOST",
+    "Tally",
+    "TallyStore",
     "UniqueStore",
     "UnknownJob",
     "ValueDoesNotFit",

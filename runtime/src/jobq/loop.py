@@ -140,7 +140,7 @@ class Loop:
         # jobq.complete() its kinds.
         asked.set(run.asked)
         completions.set(run.completions)
-        side_tasks = side.schedules(self._schedules) + side.expiries()
+        side_tasks = side.schedules(self._schedules) + side.expiries() + side.tallies()
         held.start()
         stop_listening = await side.listen()
         say(logging.INFO, "the queue runs", workers=run.workers, kinds=len(run.kinds))
@@ -171,6 +171,7 @@ class Loop:
             for t in side_tasks:
                 t.cancel()
             await self._stop()
+            await side.last_tallies()  # every outcome is kept, and counted, by now
             held.stop()
             await asyncio.gather(*side_tasks, return_exceptions=True)
             if stop_listening is not None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobq.calls import Settle, Stale
+from jobq.calls import Kept, Settle, Stale
 from jobq.current import copy_job, current
 from jobq.errors import Permanent, Snooze, ValueDoesNotFit
 from jobq.job import TRACEBACK_MOST, Job, Outcome, Ran, new_ran
@@ -67,6 +67,9 @@ class Outcomes:
         self._handler_threads = run.handler_threads
         self._completed = run.completions.done  # done by jobq.complete() in their handlers
         self._on_fails: set[asyncio.Task[None]] = set()  # on_fail, started as a job failed
+        # What observe is told of, counted for a TallyStore (see SideTasks.tallies).
+        self._counts = run.counts
+        self._done_kept: dict[str, Kept] = {}  # by kind: _counted's callbacks
 
     def finish(self, attempt: Attempt) -> None:
         """Have the store keep an attempt's outcome; then log it, tell on_fail and observe.
@@ -97,7 +100,8 @@ class Outcomes:
                 and not (job.at_once or job.one_at_a_time)
                 and not attempt.completed
             ):
-                self._calls.settle_then("done", job, _nothing_kept)  # nothing to do once kept
+                # Nothing to do once kept but count it.
+                self._calls.settle_then("done", job, self._counted(job.kind))
                 return
             how, outcome = "done", Outcome.DONE
         elif isinstance(error, Snooze):
@@ -134,6 +138,7 @@ class Outcomes:
             # and the job runs again, or a later claim has it; that run is observed.
             return
         job, error = attempt.job, attempt.error
+        self._counts.add(job.kind, outcome)
         if job.at_once or job.one_at_a_time:
             self._wake()  # the next of its kind or key may run now, not a poll later
         if outcome is Outcome.DONE:
@@ -180,6 +185,7 @@ class Outcomes:
         if job.at_once or job.one_at_a_time:
             self._wake()
         if job.ended == "done":
+            self._counts.add(job.kind, Outcome.DONE)
             self.observe(ran(attempt, Outcome.DONE))
             return
         if job.ended == "expired":
@@ -188,6 +194,20 @@ class Outcomes:
             said, outcome = "a job was cancelled", Outcome.CANCELLED
         say_job(job, logging.INFO, said, attempt=job.attempts)
         self.observe(ran(attempt, outcome))
+
+    def _counted(self, kind: str) -> Kept:
+        """A done settle's callback that nobody observes: it counts the run once the store
+        kept it (a failure was logged as it happened). Made once a kind, not once a job."""
+        counted = self._done_kept.get(kind)
+        if counted is None:
+            done = self._counts.done
+
+            def counted(failed: BaseException | None) -> None:
+                if failed is None:
+                    done(kind)
+
+            self._done_kept[kind] = counted
+        return counted
 
     def _snooze(self, attempt: Attempt, snooze: Snooze) -> None:
         """Put the job back, due after the snooze's wait, its attempt given back where the
@@ -324,10 +344,6 @@ def _was_completed(job: Job, failed: BaseException | None) -> bool:
         attempt=job.attempts,
     )
     return True
-
-
-def _nothing_kept(failed: BaseException | None) -> None:
-    """A done job's settle that nobody observes: a failure was logged as it happened."""
 
 
 def _next_run(kind: Kind[Any], attempt: int, now: datetime) -> tuple[datetime | None, str]:

@@ -31,6 +31,7 @@ class PutBack:
         self._calls = run.calls
         self._held = run.held
         self._observe = outcomes.observe
+        self._counts = run.counts
 
     async def give_back(self, job: Job, why: str) -> bool:
         """Put back a job that did not fail, due at once, with its attempt taken back if the
@@ -99,6 +100,7 @@ class PutBack:
             attempt=job.attempts,
         )
         attempt.error = asyncio.CancelledError(why)
+        self._counts.add(job.kind, Outcome.RETRIED)
         self._observe(ran(attempt, Outcome.RETRIED))
 
     async def not_started(self, job: Job) -> None:

@@ -105,6 +105,7 @@ class Queue:
         hold: float = 30.0,  # seconds a claim holds its job, renewed while it runs
         observe: Callable[[Ran], None] | None = None,
         carry: Sequence[Carrier] = (),
+        tally: float = 60.0,  # seconds between adds of the run's counts to a TallyStore
     ) -> None:
         if not isinstance(store, Store):
             raise ConfigError(
@@ -112,12 +113,14 @@ class Queue:
             )
         if not whole(workers) or workers < 1:
             raise ConfigError(f"workers must be a whole number, 1 or more, not {workers!r}")
-        for name, given in (("poll", poll), ("grace", grace), ("hold", hold)):
+        for name, given in (("poll", poll), ("grace", grace), ("hold", hold), ("tally", tally)):
             # NaN passes every comparison's guard; inf would never come round.
             if not isinstance(given, int | float) or not math.isfinite(given):
                 raise ConfigError(f"{name} must be a finite number of seconds, not {given!r}")
-        if poll <= 0 or grace < 0 or hold <= 0:
-            raise ConfigError("poll and hold must be more than 0 seconds, and grace 0 or more")
+        if poll <= 0 or grace < 0 or hold <= 0 or tally <= 0:
+            raise ConfigError(
+                "poll, hold and tally must be more than 0 seconds, and grace 0 or more"
+            )
         for carrier in carry:
             if not isinstance(carrier, Carrier):
                 raise ConfigError(
@@ -130,6 +133,7 @@ class Queue:
         self.hold = hold
         self.observe = observe
         self.carry = tuple(carry)
+        self.tally = tally
         self._kinds: dict[str, Kind[Any]] = {}
         self._schedules: dict[str, tuple[Schedule, Job]] = {}  # by kind: when, and the run's job
         self._started = False  # no kind or schedule is added once the queue has run

@@ -23,6 +23,7 @@ from jobq.deadline import Deadlines
 from jobq.holds import Holds
 from jobq.job import Claimant, Job, Ran
 from jobq.store import RenewStore, Store
+from jobq.tally import Counts
 from jobq.threads import HandlerThreads
 from jobq.wakeup import Wakeup
 
@@ -47,6 +48,7 @@ class Settings(Protocol):
     hold: float  # seconds
     observe: Callable[[Ran], None] | None
     carry: tuple[Carrier, ...]
+    tally: float  # seconds
 
 
 class Run:
@@ -97,6 +99,9 @@ class Run:
         self.deadlines = Deadlines(self.loop)
         # Each running job's task, by the job's ID, until it ends: a cancel finds it here.
         self.running: dict[str, asyncio.Task[bool]] = {}
+        # The runs done, retried and failed by kind, since a side task last added them to a
+        # TallyStore (a drain's are not added).
+        self.counts = Counts()
 
     def _asked_found(self, ids: list[str]) -> None:
         """From the holds' thread: these jobs were cancelled; stop them on the loop."""

@@ -1,4 +1,5 @@
-"""A run's side tasks: each schedule's pushes, and the listener for pushes elsewhere.
+"""A run's side tasks: each schedule's pushes, the expiry of waiting jobs, the counts of runs
+added to the store, and the listener for pushes elsewhere.
 
 (The holds' renewals are a thread of their own: ``jobq.holds``.) Each side
 task is named and watched: its failure is logged at ERROR, with the schedule
@@ -18,7 +19,7 @@ from jobq.errors import StoreError
 from jobq.job import Job
 from jobq.log import say
 from jobq.run import Run
-from jobq.store import CancelStore, NotifyStore
+from jobq.store import CancelStore, NotifyStore, TallyStore
 
 if TYPE_CHECKING:
     from jobq.schedule import Schedule
@@ -33,6 +34,8 @@ class SideTasks:
         self._run = run
         self._task = task
         self.failure: BaseException | None = None  # a side task's bug: it ends the run
+        self._adding: asyncio.Task[None] | None = None  # the latest add of the run's counts
+        self._adds_failing = False  # said once until an add is kept again
 
     def schedules(self, schedules: dict[str, tuple[Schedule, Job]]) -> list[asyncio.Task[None]]:
         """Start pushing the runs of each schedule; the tasks, to cancel as the run ends."""
@@ -65,6 +68,60 @@ class SideTasks:
                 failing = False
                 if expired:
                     say(logging.INFO, "jobs expired before they started", expired=expired)
+
+    def tallies(self) -> list[asyncio.Task[None]]:
+        """With a TallyStore, add the run's counts to it every ``tally`` seconds; the task, to
+        cancel as the run ends (none for another store). ``last_tallies`` adds the rest."""
+        if not isinstance(self._run.store, TallyStore):
+            return []
+        return [self._watch(self._tally(self._run.store), "the tally of runs")]
+
+    async def _tally(self, store: TallyStore) -> None:
+        every = self._run.queue.tally
+        while True:
+            await asyncio.sleep(every)
+            # A task of its own: cancelled as the run ends, this task leaves the add to end,
+            # kept or its counts put back, before the last one (a count is added once).
+            self._adding = asyncio.create_task(self._add_tallies(store))
+            await asyncio.shield(self._adding)
+
+    async def last_tallies(self) -> None:
+        """With a TallyStore, add what the run counted since its last add: as the run stops,
+        once every outcome was kept, so that a graceful stop loses no counts."""
+        store = self._run.store
+        if not isinstance(store, TallyStore):
+            return
+        if self._adding is not None:
+            await asyncio.wait([self._adding])
+        try:
+            await self._add_tallies(store)
+        except Exception as e:  # a bug of the store's: said, and the stop goes on
+            say(logging.ERROR, "the store failed to add the last counts of runs", trace=e, err=e)
+            return
+        if self._adds_failing:  # put back, for an add that will not come
+            lost = sum(map(sum, self._run.counts.take().values()))
+            say(logging.WARNING, "the last counts of runs are lost: the store is down", runs=lost)
+
+    async def _add_tallies(self, store: TallyStore) -> None:
+        """Add the runs counted since the last add, stamped now; a store that is down gets
+        them again at the next add, with what was counted meanwhile."""
+        counts = self._run.counts
+        taken = counts.take()
+        if not taken:
+            return  # no write while nothing runs
+        try:
+            await self._run.calls.call(
+                store.add_tallies, datetime.now(UTC), self._run.claimant.instance, taken
+            )
+        except Exception as e:
+            counts.put_back(taken)
+            if not isinstance(e, StoreError):
+                raise  # a bug of the store's: the run ends (its last add tries once more)
+            if not self._adds_failing:  # down: one line until it is back, beside the claims'
+                say(logging.WARNING, "the store failed to add the counts of runs", err=e)
+            self._adds_failing = True
+        else:
+            self._adds_failing = False
 
     async def listen(self) -> Callable[[], None] | None:
         """With a NotifyStore, a push on any instance wakes this one at once.

@@ -11,7 +11,7 @@ says how the SQL stores keep them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
@@ -19,6 +19,7 @@ from jobq.job import Claimant, Job
 from jobq.listing import Listed, Place
 from jobq.stats import KindStats
 from jobq.status import Status
+from jobq.tally import Tally
 
 __all__ = [
     "AtOnceStore",
@@ -41,6 +42,7 @@ __all__ = [
     "StatsStore",
     "StatusStore",
     "Store",
+    "TallyStore",
     "UniqueStore",
 ]
 
@@ -533,5 +535,32 @@ class StatsStore(Store, Protocol):
         pauses, hold-backs or limits keep it waiting) or later. A kind whose
         jobs are all gone is not listed. The counts are one reading of the
         store, as of one moment; the SQL stores read them with one query.
+        """
+        ...
+
+
+@runtime_checkable
+class TallyStore(Store, Protocol):
+    """A Store that keeps each instance's counts of its runs, by kind and outcome, for a day:
+    what an operator's throughput chart reads."""
+
+    def add_tallies(
+        self, at: datetime, instance: str, counts: Mapping[str, tuple[int, int, int]]
+    ) -> None:
+        """Keep what ``instance`` counted up to ``at``: for each kind, its runs that came to
+        (done, retried, failed); and delete the counts written a day or more before ``at``.
+
+        Each add is kept beside the others, never merged into one: two instances
+        (or one, twice) adding at the same time both count. An add of no kinds
+        does nothing. The queue adds its counts every ``Queue(tally=)`` seconds,
+        ``at`` the time of the write, and once more as it stops.
+        """
+        ...
+
+    def tallies(self, since: datetime) -> list[Tally]:
+        """The counts added at ``since`` or later, summed over every instance by minute (the
+        minute each was added in) and kind; sorted by minute, then kind.
+
+        A kind with no counts in a minute is not listed for it. A day's counts at the most.
         """
         ...

@@ -117,9 +117,11 @@ def make_app(
     poll: float = 5.0,  # seconds between looks for jobs other instances pushed
     busy_timeout: float = 5.0,  # seconds a write waits for a lock another transaction holds
     observe: Callable[[jobq.Ran], None] | None = None,
+    tally: float | None = None,  # seconds between adds of the counts of runs, for the chart
 ) -> App:
     """The app on the database at ``url`` (DATABASE_URL by default)."""
     workers = settings.queue_workers() if workers is None else workers
+    tally = settings.jobs_tally_seconds() if tally is None else tally
     engine = make_engine(url or settings.database_url(), busy_timeout=busy_timeout)
     jobs = Jobs(engine)
     metrics = Metrics(jobs)
@@ -129,6 +131,7 @@ def make_app(
         workers=max(workers, 1),
         poll=poll,
         observe=metrics.observer(observe),
+        tally=tally,
         # A job runs with the ID of the request that pushed it, and in its trace.
         carry=[CarryRequestId(), TraceCarrier()],
     )

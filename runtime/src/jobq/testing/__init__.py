@@ -20,11 +20,11 @@ LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
 HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises,
 CancelStorePromises, PauseStorePromises, PushManyStorePromises, BatchStorePromises,
 RenewStorePromises, CarryStorePromises, StatsStorePromises, StatusStorePromises,
-BrowseStorePromises, ResultStorePromises and ClaimantPromises (``StoreSuiteInBrief``
-runs one test of each, for a quick look). Its times are fixed, whole milliseconds, far
-from now, so that no store passes by reading its own clock; its concurrency tests race threads
-(``at_once``), claiming one job at a time and, for a BatchStore, with
-``claim_many`` too.
+BrowseStorePromises, ResultStorePromises, TallyStorePromises and ClaimantPromises
+(``StoreSuiteInBrief`` runs one test of each, for a quick look). Its times are fixed,
+whole milliseconds, far from now, so that no store passes by reading its own clock;
+its concurrency tests race threads (``at_once``), claiming one job at a time and,
+for a BatchStore, with ``claim_many`` too.
 Every assertion's message says the promise it checks.
 
 A store bound to the app's own transaction (for a push inside a request's
@@ -71,6 +71,7 @@ from jobq.testing._stats import StatsStorePromises
 from jobq.testing._status import StatusStorePromises
 from jobq.testing._store import StorePromises
 from jobq.testing._support import at_once, is_brief
+from jobq.testing._tally import TallyStorePromises
 from jobq.testing._transaction import InTransaction
 from jobq.testing._unique import UniqueStorePromises
 from jobq.testing.inline import inline
@@ -106,6 +107,7 @@ __all__ = [
     "StorePromises",
     "StoreSuite",
     "StoreSuiteInBrief",
+    "TallyStorePromises",
     "UniqueStorePromises",
     "arun_job",
     "at_once",
@@ -137,6 +139,7 @@ class StoreSuite(
     StatusStorePromises,
     BrowseStorePromises,
     ResultStorePromises,
+    TallyStorePromises,
     ClaimantPromises,
 ):
     """Every promise of the Store contract and its extras, for one store."""

@@ -17,6 +17,7 @@ __all__ = ["InTransaction"]
 # exactly when the bound store's class has them. NotifyStore's ``listen`` is
 # left out: a listener outlives any one transaction.
 _EXTRAS = (
+    "add_tallies",
     "asked",
     "browse",
     "cancel",
@@ -47,6 +48,7 @@ _EXTRAS = (
     "snooze",
     "stats",
     "status",
+    "tallies",
 )
 
 

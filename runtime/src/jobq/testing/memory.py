@@ -6,7 +6,7 @@ import heapq
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
@@ -15,6 +15,7 @@ from jobq.job import Claimant, Job
 from jobq.listing import Listed, Place, ascii_lower, check_page, latest_first, ordered_at
 from jobq.stats import KindStats
 from jobq.status import State, Status
+from jobq.tally import KEPT, Tally, minute_of
 
 __all__ = ["MemoryStore"]
 
@@ -64,6 +65,7 @@ class MemoryStore:
         self._rate_until: dict[str, datetime] = {}  # kinds held back by hold_back
         self._paused: dict[str, datetime | None] = {}  # None: until resumed
         self._schedules: dict[str, datetime] = {}
+        self._tallies: list[tuple[datetime, str, str, int, int, int]] = []  # each add's rows
         self._seq = itertools.count(1)
 
     def __len__(self) -> int:
@@ -423,6 +425,28 @@ class MemoryStore:
             )
             for kind in sorted(counts)
         ]
+
+    # TallyStore
+
+    def add_tallies(
+        self, at: datetime, instance: str, counts: Mapping[str, tuple[int, int, int]]
+    ) -> None:
+        if not counts:
+            return
+        with self._lock:
+            kept = at - KEPT
+            self._tallies = [row for row in self._tallies if row[0] > kept]
+            self._tallies += [(at, instance, kind, *counted) for kind, counted in counts.items()]
+
+    def tallies(self, since: datetime) -> list[Tally]:
+        sums: dict[tuple[datetime, str], list[int]] = {}
+        with self._lock:
+            for at, _, kind, *counted in self._tallies:
+                if at >= since:
+                    summed = sums.setdefault((minute_of(at), kind), [0, 0, 0])
+                    for place, n in enumerate(counted):
+                        summed[place] += n
+        return [Tally(minute, kind, *summed) for (minute, kind), summed in sorted(sums.items())]
 
     def _ended(self, how: tuple[str | None, ...]) -> list[Job]:
         with self._lock:
