@@ -41,8 +41,9 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from apps import Installed, install  # noqa: E402
 from databases import database  # noqa: E402
+
+from apps import Installed, install  # noqa: E402
 
 DATABASES = ("sqlite", "postgres", "mysql")
 NAMES = {"postgres": "PostgreSQL", "mysql": "MariaDB", "sqlite": "SQLite"}
@@ -124,9 +125,7 @@ def _fill(db: str, url: str, n: int) -> tuple[float, dict[str, str], str]:
         places = {
             listed: ".".join(
                 str(v)
-                for v in conn.execute(
-                    sa.text(sql.format(deep=n * 9 // 10 - 1)), {"now": now}
-                ).one()
+                for v in conn.execute(sa.text(sql.format(deep=n * 9 // 10 - 1)), {"now": now}).one()
             )
             for listed, sql in _DEEP.items()
         }
@@ -199,13 +198,13 @@ def measure(db: str, n: int, repeat: int, base: Path) -> None:
         server = _serve(app, url)
         try:
             client = _Client(server.port)  # type: ignore[attr-defined]
+            lists = ("waiting", "scheduled", "retrying", "running", "failed", "cancelled", "done")
+            deeper = f"{n * 9 // 10:,} deep"
             views = {
                 "main page (counts, latest 200 failed)": "/jobs/",
-                **{f"list: {s}": f"/jobs/list/{s}" for s in (
-                    "waiting", "scheduled", "retrying", "running", "failed", "cancelled", "done"
-                )},  # fmt: skip
-                f"list: waiting, {n * 9 // 10:,} deep": f"/jobs/list/waiting?after={deep['waiting']}",
-                f"list: failed, {n * 9 // 10:,} deep": f"/jobs/list/failed?after={deep['failed']}",
+                **{f"list: {s}": f"/jobs/list/{s}" for s in lists},
+                f"list: waiting, {deeper}": f"/jobs/list/waiting?after={deep['waiting']}",
+                f"list: failed, {deeper}": f"/jobs/list/failed?after={deep['failed']}",
                 "list: failed of one kind": "/jobs/list/failed?kind=welcome-mail",
                 "main page: one kind's failed": "/jobs/?kind=welcome-mail",
                 "a failed job's page": f"/jobs/job/{failed_id}",
