@@ -59,7 +59,11 @@ SCHEMA = (
         UNIQUE INDEX jobs_unique (kind, unique_key),
         INDEX jobs_alone (kind, alone_key),
         INDEX jobs_held (held_until, kind, alone_key),
-        INDEX jobs_expires (expires_at)
+        INDEX jobs_expires (expires_at),
+        -- 0006_jobs: the lists' (BrowseStore.browse)
+        INDEX jobs_listed (failed_at, attempts, run_at),
+        INDEX jobs_ended (ended, failed_at),
+        INDEX jobs_ended_kind (kind, ended, failed_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
     """

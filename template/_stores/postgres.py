@@ -75,6 +75,10 @@ SCHEMA = (
     # 0005_jobs: the jobs that may still expire, by when.
     "CREATE INDEX jobs_expires ON jobs (expires_at)"
     " WHERE expires_at IS NOT NULL AND failed_at IS NULL",
+    # 0006_jobs: the lists' (BrowseStore.browse): the jobs that may run, by time; the ended.
+    "CREATE INDEX jobs_waiting ON jobs (run_at, id) WHERE failed_at IS NULL",
+    "CREATE INDEX jobs_ended ON jobs (ended, failed_at) WHERE failed_at IS NOT NULL",
+    "CREATE INDEX jobs_ended_kind ON jobs (kind, ended, failed_at) WHERE failed_at IS NOT NULL",
     """
     CREATE TABLE schedules (
         name   text PRIMARY KEY,

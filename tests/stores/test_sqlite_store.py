@@ -114,10 +114,13 @@ def test_the_migrations_make_exactly_the_schema_the_store_expects(
         "jobs",
         "jobs_alone",
         "jobs_due",
+        "jobs_ended",
+        "jobs_ended_kind",
         "jobs_expires",
         "jobs_failed",
         "jobs_held",
         "jobs_unique",
+        "jobs_waiting",
         "schedules",
         "sqlite_sequence",
     ]

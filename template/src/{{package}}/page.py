@@ -10,6 +10,7 @@ Jinja escapes every value and error, so a job's `<script>` shows as text.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -32,12 +33,13 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from . import settings
+from . import chart, settings
 from .shown import visible
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from markupsafe import Markup
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -74,6 +76,9 @@ LIST_ACTIONS = {
     "cancelled": (("run-again", "Run again"), ("discard", "Discard")),
 }
 TEXT_MOST = 200  # characters of a text a list is filtered by
+# Seconds each kind's counts are shown for before they are read again: the read counts the
+# whole table (a tenth of a second or more with 200,000 jobs), a view reads them from memory.
+COUNTED_EVERY = 5.0
 # How long the page's pause button pauses a kind for (None: until resumed).
 PAUSES = {"hour": timedelta(hours=1), "day": timedelta(days=1), "resumed": None}
 # Every response of the page: no other site frames it, and it runs only its own script.
@@ -159,11 +164,16 @@ class _Scheduled:
         )
 
 
-def make_page(app: App, password: str | None, guesses: _Guesses | None = None) -> ASGIApp:
+def make_page(
+    app: App,
+    password: str | None,
+    guesses: _Guesses | None = None,
+    counted_every: float = COUNTED_EVERY,
+) -> ASGIApp:
     """The page, to mount under /jobs; with no password, a page that says how to turn it on."""
     if not password:
         return _off
-    page = _Page(app, password)
+    page = _Page(app, password, counted_every)
     routes = [
         Route("/", page.failed),
         Route("/job/{id}", page.job),
@@ -333,8 +343,11 @@ class _Shown:
 class _Page:
     """The page's routes, on one app."""
 
-    def __init__(self, app: App, password: str) -> None:
+    def __init__(self, app: App, password: str, counted_every: float) -> None:
         self.app = app
+        jobs = app.jobs
+        counted = isinstance(jobs, jobq.StatsStore)
+        self.counts = _Counts(jobs.stats, counted_every) if counted else None
         # The same on every instance that shares the password, so a form served by
         # one instance posts to any other; another site cannot know it.
         self.token = hmac.new(password.encode(), b"jobs page forms", hashlib.sha256).hexdigest()
@@ -345,7 +358,9 @@ class _Page:
         """The failed jobs, of one kind with ?kind=, with the counts and the paused kinds."""
         kind = request.query_params.get("kind", "")
         now = datetime.now(UTC)
-        failed, stats, paused = await run_in_threadpool(self._read, now, kind)
+        stats = None if self.counts is None else await self.counts.read()
+        failed, paused = await run_in_threadpool(self._read, now, kind, stats is not None)
+        lately = await run_in_threadpool(self._lately, now)
         if stats is not None:  # counted by the store: the list is read a page, not whole
             kinds = {s.kind: s.failed for s in stats if s.failed}
             # The app's kinds with no job now are listed too, with their noughts.
@@ -370,6 +385,7 @@ class _Page:
             jobs=[_Shown.of(job) for job in matching[:SHOWN]],
             stats=stats,
             paused=sorted(paused.items()) if paused is not None else None,
+            lately=lately,
             pausable=sorted(self.app.queue.kinds),
             now=now,
             ran=_number(request.query_params.get("ran")),
@@ -484,18 +500,32 @@ class _Page:
         found = next((job for job in jobs.failed() if job.id == id), None)
         return None if found is None else jobq.Status(id=id, state="failed", job=found)
 
+    def _lately(self, now: datetime) -> list[tuple[str, Markup, tuple[int, int, int]]] | None:
+        """Each kind's last hour (those with runs in it), as a chart and its sums: None for a
+        store that keeps no tallies (a TallyStore)."""
+        jobs = self.app.jobs
+        if not isinstance(jobs, jobq.TallyStore):
+            return None
+        tallies = jobs.tallies(chart.since(now))
+        sums: dict[str, tuple[int, int, int]] = {}
+        for tally in tallies:
+            done, retried, failed = sums.get(tally.kind, (0, 0, 0))
+            sums[tally.kind] = (done + tally.done, retried + tally.retried, failed + tally.failed)
+        return [
+            (visible(kind), chart.draw(kind, tallies, now), sums[kind]) for kind in sorted(sums)
+        ]
+
     def _read(
-        self, now: datetime, kind: str
-    ) -> tuple[list[jobq.Job], list[jobq.KindStats] | None, dict[str, datetime | None] | None]:
+        self, now: datetime, kind: str, counted: bool
+    ) -> tuple[list[jobq.Job], dict[str, datetime | None] | None]:
         jobs = self.app.jobs
         # Each part where the store has the extra it needs, so an older store still shows the rest.
-        stats = jobs.stats(now) if isinstance(jobs, jobq.StatsStore) else None
         paused = jobs.paused(now) if isinstance(jobs, jobq.PauseStore) else None
-        if isinstance(jobs, jobq.BrowseStore) and stats is not None:
+        if isinstance(jobs, jobq.BrowseStore) and counted:
             # The latest SHOWN alone: with 100,000 failed jobs, a read of them all took a second.
             page = jobs.browse("failed", now, kind=kind or None, limit=SHOWN)
-            return [status.job for status in page if status.job is not None], stats, paused
-        return jobs.failed(), stats, paused
+            return [status.job for status in page if status.job is not None], paused
+        return jobs.failed(), paused
 
     # Actions: POSTs from the page's own forms
 
@@ -615,6 +645,8 @@ class _Page:
                 "Reload the page and try again.\n",
                 status_code=403,
             )
+        if self.counts is not None:
+            self.counts.forget()  # an action changes them: the next view reads them afresh
         return form
 
     def _back(self, request: Request, query: dict[str, str]) -> Response:
@@ -635,6 +667,50 @@ class _Page:
             **values,
         )
         return HTMLResponse(html, status_code=status_code)
+
+
+class _Counts:
+    """Each kind's counts (``StatsStore.stats``), read once for every view of ``fresh`` seconds.
+
+    A view within ``fresh`` seconds of the last read shows what it read; a later
+    one shows it too, and starts the next read (one at a time, in a thread);
+    only a view with nothing read yet, or after ``forget``, waits for a read.
+    """
+
+    def __init__(self, read: Callable[[datetime], list[jobq.KindStats]], fresh: float) -> None:
+        self._read, self._fresh = read, fresh
+        self._last: tuple[float, list[jobq.KindStats]] | None = None  # when read, what
+        self._reading: asyncio.Task[list[jobq.KindStats]] | None = None
+        self._generation = 0  # forget's: a read begun before it is not kept
+
+    async def read(self) -> list[jobq.KindStats]:
+        last = self._last
+        if last is not None and time.monotonic() - last[0] < self._fresh:
+            return last[1]
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._count(self._generation))
+            # A read no view waits for that fails (the database down) is told by the next.
+            self._reading.add_done_callback(lambda read: read.cancelled() or read.exception())
+        reading = self._reading
+        if last is not None:
+            return last[1]
+        return await asyncio.shield(reading)
+
+    async def _count(self, generation: int) -> list[jobq.KindStats]:
+        try:
+            started = time.monotonic()
+            counted = await run_in_threadpool(self._read, datetime.now(UTC))
+            if generation == self._generation:
+                self._last = (started, counted)
+            return counted
+        finally:
+            if generation == self._generation:
+                self._reading = None
+
+    def forget(self) -> None:
+        """Read afresh at the next view: an action changed the counts."""
+        self._generation += 1
+        self._last, self._reading = None, None
 
 
 # What a cancel did, as the page says it after the redirect.

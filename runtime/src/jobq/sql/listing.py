@@ -26,7 +26,8 @@ _WHERE: dict[str, str] = {
     "scheduled": "failed_at IS NULL AND held_until <= :now AND attempts = 0 AND run_at > :now",
     "retrying": "failed_at IS NULL AND held_until <= :now AND attempts > 0",
     "running": "failed_at IS NULL AND held_until > :now",
-    "failed": "failed_at IS NOT NULL AND (ended IS NULL OR ended = 'failed')",
+    # ended NULL: failed by a store from before 0004_jobs, which 0006_jobs marked 'failed'
+    "failed": "failed_at IS NOT NULL AND ended = 'failed'",
     "cancelled": "failed_at IS NOT NULL AND ended IN ('cancelled', 'expired')",
     "done": "failed_at IS NOT NULL AND ended = 'done'",
 }
@@ -77,7 +78,8 @@ def statement(
         after_id = rows.row_id(after.id)
         if after_id is None:
             raise ValueError(f"{after.id!r} is not a job's ID: no place in a list")
-        where.append(f"({key} {past} :after_at OR ({key} = :after_at AND id {past} :after_id))")
+        # The range first, on its own, so that each database seeks the list's index to it.
+        where.append(f"{key} {past}= :after_at AND ({key} {past} :after_at OR id {past} :after_id)")
         params |= {"after_at": rows.ms(after.at), "after_id": after_id}
     sql = (
         f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE {' AND '.join(where)} "

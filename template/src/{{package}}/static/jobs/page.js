@@ -4,6 +4,9 @@
 "use strict";
 
 const REFRESH_MS = 5000;
+// Each live section's HTML as the server last sent it: one that comes back the same is
+// left as it is (no flicker, and what the reader holds in it stays theirs).
+const served = new Map();
 
 function localTimes(root) {
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
@@ -42,13 +45,17 @@ async function refresh() {
   const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
   for (const section of live) {
     const now = fresh.getElementById(section.id);
-    if (now === null || inUse(section)) continue;
+    if (now === null || inUse(section) || served.get(section.id) === now.outerHTML) continue;
+    served.set(section.id, now.outerHTML);
     section.replaceWith(now);
     localTimes(now);
   }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  for (const section of document.querySelectorAll("[data-live][id]")) {
+    served.set(section.id, section.outerHTML);
+  }
   localTimes(document);
   let timer = null;
   const start = () => { if (timer === null) timer = setInterval(refresh, REFRESH_MS); };
