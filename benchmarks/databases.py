@@ -39,3 +39,27 @@ def database(db: str, prefix: str, folder: Path | None = None) -> Iterator[str]:
         )
     with fresh_database(server, f"{prefix}_{db}") as url:
         yield url
+
+
+def numbered(db: str, insert: str, row: str, count: str) -> str:
+    """``insert`` (an INSERT INTO's head) of a row ``row`` for each number g from 1 to the
+    parameter ``count``, in one statement: Postgres counts with generate_series; MySQL with
+    0-9 joined to itself six times (so up to 1,000,000), as MySQL 8 stops a recursion at
+    1,000 steps; SQLite with a recursive CTE."""
+    if db == "postgres":
+        return f"{insert} SELECT {row} FROM generate_series(1, :{count}) AS g"
+    if db == "mysql":
+        return f"""
+            {insert}
+            WITH RECURSIVE digit (d) AS (SELECT 0 UNION ALL SELECT d + 1 FROM digit WHERE d < 9),
+            seq (g) AS (
+                SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * h.d
+                FROM digit a, digit b, digit c, digit e, digit f, digit h
+            )
+            SELECT {row} FROM seq WHERE g <= :{count}
+        """
+    return f"""
+        {insert}
+        WITH RECURSIVE seq (g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < :{count})
+        SELECT {row} FROM seq
+    """

@@ -41,7 +41,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from databases import database  # noqa: E402
+from databases import database, numbered  # noqa: E402
 
 from apps import Installed, install  # noqa: E402
 
@@ -70,23 +70,6 @@ _COLUMNS = (
     "INSERT INTO jobs (kind, payload, run_at, held_until, attempts, error, failed_at, ended,"
     " claimed_at, claimed_by)"
 )
-_FILL = {
-    "postgres": f"{_COLUMNS} SELECT {_ROW} FROM generate_series(1, :rows) AS g",
-    "mysql": f"""
-        {_COLUMNS}
-        WITH RECURSIVE digit (d) AS (SELECT 0 UNION ALL SELECT d + 1 FROM digit WHERE d < 9),
-        seq (g) AS (
-            SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * h.d
-            FROM digit a, digit b, digit c, digit e, digit f, digit h
-        )
-        SELECT {_ROW} FROM seq WHERE g <= :rows
-    """,
-    "sqlite": f"""
-        {_COLUMNS}
-        WITH RECURSIVE seq (g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < :rows)
-        SELECT {_ROW} FROM seq
-    """,
-}
 _TEXT = {  # MySQL's || is OR: it concatenates with CONCAT
     "kind": ("'kind-' || (g % 10)", "CONCAT('kind-', g % 10)"),
     "payload": (
@@ -112,7 +95,8 @@ _DEEP = {
 def _fill(db: str, url: str, n: int) -> tuple[float, dict[str, str], str]:
     """Fill the migrated table; how long it took, the deep pages' places, a failed job's ID."""
     text = {name: forms[db == "mysql"] for name, forms in _TEXT.items()}
-    fill = _FILL[db].replace("{kind}", text["kind"]).replace("{payload}", text["payload"])
+    row = _ROW.replace("{kind}", text["kind"]).replace("{payload}", text["payload"])
+    fill = numbered(db, _COLUMNS, row, "rows")
     engine = sa.create_engine(url)
     now = int(time.time() * 1000)
     started = time.perf_counter()

@@ -31,17 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import sources  # noqa: E402
-from databases import database  # noqa: E402
+from databases import database, numbered  # noqa: E402
 
 DATABASES = ("sqlite", "postgres", "mysql")
 NAMES = {"postgres": "PostgreSQL", "mysql": "MariaDB", "sqlite": "SQLite"}
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
-# One row a number g from 1 to :n: 20 kinds; of every 100, 10 due far later,
-# 6 failed, 4 held past :now, the rest due before :now. Postgres counts with
-# generate_series; MySQL with 0-9 joined to itself six times (so up to
-# 1,000,000), as MySQL 8 stops a recursion at 1,000 steps; SQLite with a
-# recursive CTE.
+# One row a number g from 1 to :n (databases.numbered): 20 kinds; of every 100, 10
+# due far later, 6 failed, 4 held past :now, the rest due before :now.
 _ROW = """
     'kind-' || (g % 20), '{}',
     CASE WHEN g % 100 < 10 THEN :now + 86400000 ELSE :now - 1000000 + g % 1000000 END,
@@ -49,24 +46,6 @@ _ROW = """
     CASE WHEN g % 100 BETWEEN 14 AND 19 THEN :now - 1000 END
 """
 _COLUMNS = "INSERT INTO jobs (kind, payload, run_at, held_until, failed_at)"
-_FILL = {
-    "postgres": f"{_COLUMNS} SELECT {_ROW} FROM generate_series(1, :n) AS g",
-    "mysql": f"""
-        {_COLUMNS}
-        WITH RECURSIVE digit (d) AS (SELECT 0 UNION ALL SELECT d + 1 FROM digit WHERE d < 9),
-        seq (g) AS (
-            SELECT 1 + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * h.d
-            FROM digit a, digit b, digit c, digit e, digit f, digit h
-        )
-        SELECT {_ROW.replace("'kind-' || (g % 20)", "CONCAT('kind-', g % 20)")}
-        FROM seq WHERE g <= :n
-    """,
-    "sqlite": f"""
-        {_COLUMNS}
-        WITH RECURSIVE seq (g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < :n)
-        SELECT {_ROW} FROM seq
-    """,
-}
 # As a table that has been in use for a while: its statistics made and, on
 # SQLite, its rows moved from the WAL into the database file (below).
 _SETTLE = {
@@ -83,7 +62,13 @@ def _fill(db: str, module: ModuleType, engine: sa.Engine, n: int) -> float:
     with engine.begin() as conn:
         for statement in module.SCHEMA:
             conn.exec_driver_sql(statement)
-        conn.execute(sa.text(_FILL[db]), {"n": n, "now": module.rows.ms(NOW)})
+        row = (
+            _ROW.replace("'kind-' || (g % 20)", "CONCAT('kind-', g % 20)")
+            if db == "mysql"
+            else _ROW
+        )
+        fill = numbered(db, _COLUMNS, row, "n")
+        conn.execute(sa.text(fill), {"n": n, "now": module.rows.ms(NOW)})
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         for statement in _SETTLE[db]:
             conn.exec_driver_sql(statement)

@@ -479,9 +479,10 @@ def list_jobs(
 
 @jobs_cli.command()
 def schedules() -> None:
-    """List the app's schedules: each kind's, and its next run."""
+    """List the app's schedules: each kind's, its next run and the last run pushed."""
     with _app() as app:
         scheduled = app.queue.schedules
+        pushed = app.jobs.pushed() if isinstance(app.jobs, jobq.BrowseStore) else {}
     if not scheduled:
         typer.echo("The app schedules no kind.")
         return
@@ -489,7 +490,11 @@ def schedules() -> None:
     width = max(len(kind) for kind in scheduled)
     for kind, schedule in sorted(scheduled.items()):
         at = schedule.next_after(now)
-        typer.echo(f"  {visible(kind):<{width}}  {schedule}, next at {at:%Y-%m-%d %H:%M:%S} UTC")
+        last = pushed.get(kind)
+        said = "none pushed yet" if last is None else f"last pushed {last:%Y-%m-%d %H:%M:%S} UTC"
+        typer.echo(
+            f"  {visible(kind):<{width}}  {schedule}, next at {at:%Y-%m-%d %H:%M:%S} UTC, {said}"
+        )
 
 
 @jobs_cli.command()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -17,6 +17,14 @@ def _status_store(store: Store) -> StatusStore:
     if not isinstance(store, StatusStore):
         pytest.skip("the store is not a StatusStore")
     return store
+
+
+def _kept(statuses: StatusStore, id: str, now: datetime) -> tuple[str, str | None, str | None]:
+    """The state of the job ``id`` at ``now``, and the error and traceback kept with it."""
+    state = statuses.status(id, now)
+    assert state is not None
+    assert state.job is not None
+    return state.state, state.job.error, state.job.traceback
 
 
 class StatusStorePromises:
@@ -78,24 +86,14 @@ class StatusStorePromises:
         assert claimed.id == retried.id
         claimed.error, claimed.traceback, claimed.run_at = "boom <i>", trace, at(2)
         assert store.retry(claimed)
-        state = statuses.status(retried.id, at(3))
-        assert state is not None
-        assert state.job is not None
-        assert (state.state, state.job.error, state.job.traceback) == (
-            "waiting",
-            "boom <i>",
-            trace,
-        )
+        assert _kept(statuses, retried.id, at(3)) == ("waiting", "boom <i>", trace)
         again = store.claim(at(3), at(100))
         assert again is not None
         assert again.id == retried.id
         assert again.traceback == trace, "a claim reads the job as kept"
         again.error, again.traceback, again.run_at = "put back", None, at(4)
         assert store.retry(again)
-        state = statuses.status(retried.id, at(5))
-        assert state is not None
-        assert state.job is not None
-        assert (state.job.error, state.job.traceback) == ("put back", None)
+        assert _kept(statuses, retried.id, at(5)) == ("waiting", "put back", None)
 
         claims = [store.claim(at(5), at(100)), store.claim(at(5), at(100))]
         for ended in claims:
@@ -103,14 +101,7 @@ class StatusStorePromises:
             if ended.id == failed.id:
                 ended.error, ended.traceback, ended.failed_at = "refused", "Trace\n", at(6)
                 assert store.fail(ended)
-        state = statuses.status(failed.id, at(7))
-        assert state is not None
-        assert state.job is not None
-        assert (state.state, state.job.error, state.job.traceback) == (
-            "failed",
-            "refused",
-            "Trace\n",
-        )
+        assert _kept(statuses, failed.id, at(7)) == ("failed", "refused", "Trace\n")
 
     def test_a_job_whose_hold_ran_out_waits_again_and_a_done_one_is_gone(
         self, store: Store
