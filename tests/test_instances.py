@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import sqlalchemy as sa
+from serving import free_port, listening
 
 from dbfixtures import fresh_database
 
@@ -51,12 +51,6 @@ def _until(what: Callable[[], bool], seconds: float = LIVENESS) -> None:
 
 def _ms() -> int:
     return int(time.time() * 1000)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _post(url: str) -> dict[str, object]:
@@ -129,12 +123,12 @@ def story(
             return process, path
 
         # An instance that only pushes: its server runs no job, even one it pushed.
-        port = _free_port()
+        port = free_port()
         _, pusher_log = started("./myapp", "serve", "--port", str(port), QUEUE_WORKERS="0")
 
         def serving() -> bool:
-            """the server has started (a queue would have said it runs before this)"""
-            return "Application startup complete" in pusher_log.read_text()
+            """the server listens (uvicorn says its startup is complete before it binds)"""
+            return listening(port)
 
         _until(serving)
         signed_up = _post(f"http://127.0.0.1:{port}/users?email=ann@example.com")
@@ -227,12 +221,6 @@ def test_each_scheduled_run_runs_once_on_a_whole_second_and_none_is_missed(
 
 def test_each_instance_stops_cleanly_on_sigterm(story: Story) -> None:
     assert story.exits == [0, 0, 0], story.logs
-
-
-def _listening(port: int) -> bool:
-    """the server listens"""
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _logs(folder: Path) -> str:
