@@ -76,7 +76,9 @@ def test_a_failed_attempt_keeps_its_traceback_with_the_job_bounded(store: Memory
     assert (kept.state, kept.job.error) == ("failed", "<script>no</script> at the bottom")
     trace = kept.job.traceback or ""
     assert trace.startswith("Traceback (most recent call last):\n")
-    assert "in mail\n" in trace  # the handler's frame, then the function it called
+    # The handler's frame first (not the queue's own above it), then the function it called.
+    assert trace.splitlines()[1].endswith(", in mail")
+    assert "attempt.py" not in trace, "the queue's own frames left out"
     assert trace.endswith("ValueError: <script>no</script> at the bottom\n")
     long = store.status(recursed, datetime.now(UTC))
     assert long is not None

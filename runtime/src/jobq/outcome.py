@@ -13,9 +13,11 @@ import contextvars
 import inspect
 import logging
 import math
+import os
 import traceback
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from types import TracebackType
 from typing import Any
 
 from jobq.calls import Kept, Settle, Stale
@@ -364,12 +366,25 @@ def _next_run(kind: Kind[Any], attempt: int, now: datetime) -> tuple[datetime | 
 def kept_traceback(error: BaseException) -> str:
     """``error``'s traceback as a store keeps it with the job: its first lines and its last,
     TRACEBACK_MOST characters at the most (the frames nearest the raise are the last)."""
-    text = "".join(traceback.format_exception(error))
+    # From the handler's frame on: the queue's own frames above it say nothing of the job.
+    frames = error.__traceback__
+    while frames is not None and frames.tb_next is not None and _ours(frames):
+        frames = frames.tb_next
+    text = "".join(traceback.format_exception(type(error), error, frames))
     if len(text) <= TRACEBACK_MOST:
         return text
     left_out = f"\n[... {len(text) - TRACEBACK_MOST} characters left out ...]\n"
     head = TRACEBACK_MOST // 8
     return text[:head] + left_out + text[-(TRACEBACK_MOST - head - len(left_out)) :]
+
+
+_JOBQ = os.path.dirname(os.path.abspath(__file__)) + os.sep  # jobq's own source files
+
+
+def _ours(frames: TracebackType) -> bool:
+    """Whether the frame is the queue's: its file is jobq's, not in jobq.testing."""
+    name = frames.tb_frame.f_code.co_filename
+    return name.startswith(_JOBQ) and not name.startswith(f"{_JOBQ}testing{os.sep}")
 
 
 def _describe(error: BaseException) -> str:

@@ -674,11 +674,15 @@ class _Counts:
 
     A view within ``fresh`` seconds of the last read shows what it read; a later
     one shows it too, and starts the next read (one at a time, in a thread);
-    only a view with nothing read yet, or after ``forget``, waits for a read.
+    a view with nothing read yet, with only a read six times as old, or after
+    ``forget``, waits for a read.
     """
 
     def __init__(self, read: Callable[[datetime], list[jobq.KindStats]], fresh: float) -> None:
         self._read, self._fresh = read, fresh
+        # Older than this, what was read is not shown while the next read is made: a page
+        # seen after a while away shows the table as it is, not as it was then.
+        self._stale = 6 * fresh
         self._last: tuple[float, list[jobq.KindStats]] | None = None  # when read, what
         self._reading: asyncio.Task[list[jobq.KindStats]] | None = None
         self._generation = 0  # forget's: a read begun before it is not kept
@@ -692,7 +696,7 @@ class _Counts:
             # A read no view waits for that fails (the database down) is told by the next.
             self._reading.add_done_callback(lambda read: read.cancelled() or read.exception())
         reading = self._reading
-        if last is not None:
+        if last is not None and time.monotonic() - last[0] < self._stale:
             return last[1]
         return await asyncio.shield(reading)
 
