@@ -6,4 +6,4 @@ A plain assignment, not importlib.metadata: an editable install keeps the versio
 installed with in its metadata, and would say so after this line changed.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
