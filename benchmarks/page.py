@@ -36,6 +36,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import jobq
 import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,11 +183,10 @@ def measure(db: str, n: int, repeat: int, base: Path) -> None:
         server = _serve(app, url)
         try:
             client = _Client(server.port)  # type: ignore[attr-defined]
-            lists = ("waiting", "scheduled", "retrying", "running", "failed", "cancelled", "done")
             deeper = f"{n * 9 // 10:,} deep"
             views = {
                 "main page (counts, latest 200 failed)": "/jobs/",
-                **{f"list: {s}": f"/jobs/list/{s}" for s in lists},
+                **{f"list: {s}": f"/jobs/list/{s}" for s in jobq.LISTS},
                 f"list: waiting, {deeper}": f"/jobs/list/waiting?after={deep['waiting']}",
                 f"list: failed, {deeper}": f"/jobs/list/failed?after={deep['failed']}",
                 "list: failed of one kind": "/jobs/list/failed?kind=welcome-mail",

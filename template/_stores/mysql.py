@@ -445,10 +445,7 @@ _DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended,
 _DISCARD = f"{_DISCARD_ALL} AND id IN :ids"
 
 # A job waiting for a later time, due now (BrowseStore.run_now).
-_RUN_NOW = (
-    "UPDATE jobs SET run_at = :now WHERE id IN :ids"
-    " AND failed_at IS NULL AND held_until <= :now AND run_at > :now"
-)
+_RUN_NOW = f"UPDATE jobs SET run_at = :now WHERE id IN :ids AND {listing.LATER}"
 
 # The ended jobs; a done one kept with its result once past its expires_at.
 _PRUNE = """

@@ -608,10 +608,7 @@ _DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND ended IS DISTIN
 _DISCARD = f"{_DISCARD_ALL} AND {_by_key('ids')}"
 
 # A job waiting for a later time, due now (BrowseStore.run_now).
-_RUN_NOW = (
-    f"UPDATE jobs SET run_at = :now WHERE {_by_key('ids')}"
-    " AND failed_at IS NULL AND held_until <= :now AND run_at > :now"
-)
+_RUN_NOW = f"UPDATE jobs SET run_at = :now WHERE {_by_key('ids')} AND {listing.LATER}"
 
 # With the ended jobs (a done one kept with its result once past its expires_at)
 # go the lock rows of keys no job has, and the kinds

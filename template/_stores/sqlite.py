@@ -461,7 +461,7 @@ _DISCARD = f"{_DISCARD_ALL} AND id IN (SELECT value FROM json_each(:ids))"
 # A job waiting for a later time, due now (BrowseStore.run_now).
 _RUN_NOW = (
     "UPDATE jobs SET run_at = :now WHERE id IN (SELECT value FROM json_each(:ids))"
-    " AND failed_at IS NULL AND held_until <= :now AND run_at > :now"
+    f" AND {listing.LATER}"
 )
 
 # The ended jobs; a done one kept with its result once past its expires_at.

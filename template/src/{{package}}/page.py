@@ -67,13 +67,14 @@ MISSED = {
     "discard": "had not ended, or was done",
 }
 _CANCEL, _RUN_NOW = ("cancel", "Cancel"), ("run-now", "Run now")
+_ENDED = (("run-again", "Run again"), ("discard", "Discard"))
 LIST_ACTIONS = {
     "waiting": (_CANCEL,),
     "scheduled": (_RUN_NOW, _CANCEL),
     "retrying": (_RUN_NOW, _CANCEL),
     "running": (_CANCEL,),
-    "failed": (("run-again", "Run again"), ("discard", "Discard")),
-    "cancelled": (("run-again", "Run again"), ("discard", "Discard")),
+    "failed": _ENDED,
+    "cancelled": _ENDED,
 }
 TEXT_MOST = 200  # characters of a text a list is filtered by
 # Seconds each kind's counts are shown for before they are read again: the read counts the

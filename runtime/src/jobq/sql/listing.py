@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from jobq.listing import Listed, Place
     from jobq.status import Status
 
-__all__ = ["MOST", "PUSHED", "pushed", "statement", "statuses"]
+__all__ = ["LATER", "MOST", "PUSHED", "pushed", "statement", "statuses"]
 
 # Each list's jobs at :now (listing.Listed says what each holds).
 _WHERE: dict[str, str] = {
@@ -31,6 +31,10 @@ _WHERE: dict[str, str] = {
     "cancelled": "failed_at IS NOT NULL AND ended IN ('cancelled', 'expired')",
     "done": "failed_at IS NOT NULL AND ended = 'done'",
 }
+# The jobs waiting for a later time at :now (scheduled, or a retry's backoff): those
+# BrowseStore.run_now makes due; a store's statement adds which IDs.
+LATER = "failed_at IS NULL AND held_until <= :now AND run_at > :now"
+
 # What each list is ordered by, then by id (listing.ordered_at): a claim's time (none before
 # claims were timed), the end, or run_at for the rest.
 _ORDER = {
