@@ -58,17 +58,21 @@ def test_a_job_that_began_an_attempt_runs_its_retries_past_its_expiry(store: Mem
     q = jobq.Queue(store)
     attempts: list[int] = []
 
-    @q.kind("sync", attempts=3, backoff=lambda attempt: 0.2, expires=timedelta(seconds=0.1))
+    @q.kind("sync", attempts=3)
     def sync(n: int) -> None:
         attempts.append(jobq.current_job().attempts)
-        if len(attempts) == 1:
-            raise RuntimeError("the first attempt fails")
 
-    sync.push(1)
-    assert q.drain() == 1  # the first attempt; the retry is due in 0.2 s, past the expiry
-    asyncio.run(asyncio.sleep(0.3))
+    # Its first attempt began two hours ago, before its expiry an hour ago, and failed; its
+    # retry has been due since. The clock is the store's own, not a race with a short expiry.
+    now = datetime.now(UTC)
+    began = now - timedelta(hours=2)
+    sync.push_at(began, 1, expires_at=now - timedelta(hours=1))
+    first = store.claim(began, began + timedelta(minutes=5))
+    assert first is not None
+    first.error, first.run_at = "the first attempt fails", began + timedelta(seconds=1)
+    assert store.retry(first)
     assert q.drain() == 1
-    assert attempts == [1, 2], "begun before it expired: its retry runs"
+    assert attempts == [2], "begun before it expired: its retry runs"
     assert store.cancelled() == []
 
 
