@@ -88,8 +88,9 @@ def test_the_readmes_table_of_files_is_aligned_whatever_the_names(
 # tests of the same code as on the Starlette app (checked below), so they run there alone.
 WEB_FREE = ["test_jobs_db.py", "test_schema.py", "test_stats.py", "test_throttle.py",
             "test_sqlite.py"]  # fmt: skip
-# And of test_cli.py (the same too), only the tests of serve, which imports web.py, run on both.
-CLI_ON_BOTH = "not test_cli or serve"
+# And of test_cli.py (the same too) and test_bad_input.py (its commands, and its "web app"
+# section), only the tests of serve, which imports web.py, and of the web app run on both.
+WEB_ON_BOTH = "not (test_cli or test_bad_input) or serve or page or sign_up or banner"
 
 
 def test_the_rendered_app_passes_its_own_tests(
@@ -97,7 +98,7 @@ def test_the_rendered_app_passes_its_own_tests(
 ) -> None:
     skipped: list[str] = []
     if app.web != "starlette":
-        skipped = [*(f"--ignore=tests/{name}" for name in WEB_FREE), "-k", CLI_ON_BOTH]
+        skipped = [*(f"--ignore=tests/{name}" for name in WEB_FREE), "-k", WEB_ON_BOTH]
         _assert_the_same_but_for_the_web(app, apps(app.db))
     tests = app.run(
         app.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *skipped,
