@@ -165,6 +165,18 @@ async def test_counts_the_store_failed_to_add_are_added_at_the_next_add(
     assert "the database is down" in said[0]
 
 
+async def test_a_drain_adds_what_it_ran_as_it_ends() -> None:
+    store = _Recording()
+    q = jobq.Queue(store, tally=3600)  # no add an hour in: the drain's own, as it ends
+    _work(q)
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    assert await q.adrain() == 6
+    assert _summed(store, since) == _EXPECTED
+    assert len(store.adds) == 1, "one add, as it ended"
+    assert await q.adrain() == 0
+    assert len(store.adds) == 1, "a drain that ran nothing adds nothing"
+
+
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "60"])
 def test_a_tally_that_is_no_number_of_seconds_is_refused(store: MemoryStore, bad: object) -> None:
     with pytest.raises(jobq.ConfigError, match="tally"):

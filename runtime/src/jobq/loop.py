@@ -260,9 +260,16 @@ class Loop:
 
 
 async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
-    """Run the due jobs one at a time in the caller's task; return how many ran."""
+    """Run the due jobs one at a time in the caller's task; return how many ran.
+
+    With a TallyStore, what it ran is added to the store's counts as it ends, as
+    a run adds its own: a page's charts show the jobs ``run-due`` ran too.
+    """
     run = Run(queue, kinds, workers=1, handlers="jobq-drain")
     attempts = Attempts(run)
+    me = asyncio.current_task()
+    assert me is not None  # drain is awaited in a task
+    side = SideTasks(run, me)
     ran = 0
     run.held.start()  # a drain renews the jobs it runs, as a run does
     cancels = asked.set(run.asked)  # in the caller's context, which each job's task copies
@@ -271,6 +278,7 @@ async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
         while True:
             now, jobs = await run.calls.claim_held(run.hold, 1, run.claimant)
             if not jobs:
+                await side.last_tallies()  # every outcome is kept, and counted, by now
                 return ran
             job = jobs[0]
             run.held.add(job, now + run.hold, run.renew_for(job))

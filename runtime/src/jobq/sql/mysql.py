@@ -338,8 +338,8 @@ def claim(
     it takes their lock rows, all in one order, then ranks what it found before it
     holds any; those it passes over, the next pass passes over, for up to 8 passes
     while each found all it asked for. Bound to the app's transaction, the passes share
-    it, so a pass may only take lock rows past those held already: one that would take
-    one before them ends the batch, which could otherwise wait in a circle.
+    it, and a pass that took lock rows ends the batch: a later pass could wait in a
+    circle with another claim.
     """
     claimed: list[Job] = []
     claimant = rows.claimant(by)
@@ -354,6 +354,11 @@ def claim(
             break
         if db.connection is None:
             passed.locked.clear()  # the pass before committed, letting its lock rows go
+        elif passed.locked:
+            # Bound, the lock rows taken are held till the app's transaction ends; and
+            # MariaDB's SKIP LOCKED can wait on a due job another claim locked, while that
+            # claim waits for these rows: a second pass could deadlock. The batch ends.
+            break
         got, again = db.run(functools.partial(once, most=most - len(claimed)))
         claimed += got
         if not again:
