@@ -9,6 +9,7 @@ import socket
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -175,6 +176,31 @@ async def test_a_drain_adds_what_it_ran_as_it_ends() -> None:
     assert len(store.adds) == 1, "one add, as it ended"
     assert await q.adrain() == 0
     assert len(store.adds) == 1, "a drain that ran nothing adds nothing"
+
+
+class _DownAfterTwo(_Recording):
+    """A MemoryStore whose third claim fails as a database that went down fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claims = 0
+
+    def claim_many(self, *args: Any, **kwargs: Any) -> list[jobq.Job]:
+        self.claims += 1
+        if self.claims > 2:
+            raise jobq.StoreUnavailable("the database is down")
+        return super().claim_many(*args, **kwargs)
+
+
+async def test_a_drain_a_store_error_ends_adds_what_it_ran_before() -> None:
+    store = _DownAfterTwo()
+    q = jobq.Queue(store, tally=3600)
+    _work(q)
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    with pytest.raises(jobq.StoreUnavailable):
+        await q.adrain()
+    assert sum(map(sum, _summed(store, since).values())) == 2, "the two jobs it ran"
+    assert len(store.adds) == 1
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "60"])

@@ -278,7 +278,6 @@ async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
         while True:
             now, jobs = await run.calls.claim_held(run.hold, 1, run.claimant)
             if not jobs:
-                await side.last_tallies()  # every outcome is kept, and counted, by now
                 return ran
             job = jobs[0]
             run.held.add(job, now + run.hold, run.renew_for(job))
@@ -288,10 +287,15 @@ async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
             ran += await task
             await attempts.outcomes.kept_all()
     finally:
-        asked.reset(cancels)
-        completions.reset(completing)
-        run.held.stop()
-        run.handler_threads.shutdown()
+        try:
+            # As a run adds its counts as it stops: what it counted as outcomes were kept,
+            # those before a store's error ended it too.
+            await side.last_tallies()
+        finally:
+            asked.reset(cancels)
+            completions.reset(completing)
+            run.held.stop()
+            run.handler_threads.shutdown()
 
 
 def _nothing() -> None:

@@ -352,12 +352,11 @@ def claim(
     for _ in range(_PASSES):
         if len(claimed) >= most:
             break
-        if db.connection is None:
-            passed.locked.clear()  # the pass before committed, letting its lock rows go
-        elif passed.locked:
-            # Bound, the lock rows taken are held till the app's transaction ends; and
-            # MariaDB's SKIP LOCKED can wait on a due job another claim locked, while that
-            # claim waits for these rows: a second pass could deadlock. The batch ends.
+        if passed.locked and db.connection is not None:
+            # Bound, the lock rows taken are held till the app's transaction ends (a pass
+            # of our own commits, letting them go); and MariaDB's SKIP LOCKED can wait on a
+            # due job another claim locked, while that claim waits for these rows: a second
+            # pass could deadlock. The batch ends.
             break
         got, again = db.run(functools.partial(once, most=most - len(claimed)))
         claimed += got
@@ -370,14 +369,13 @@ class _Passed:
     """What a batch claim met and could not take, which its next pass passes over.
 
     A job's (kind, key) when a held job has its key, or the batch took one of it
-    already; a kind when its at-once limit is reached. And the lock rows the
-    transaction holds.
+    already; a kind when its at-once limit is reached. And whether a pass took lock rows.
     """
 
     def __init__(self) -> None:
         self.keys: set[tuple[str, str]] = set()
         self.kinds: set[str] = set()
-        self.locked: set[tuple[str, str]] = set()
+        self.locked = False
 
     def params(self) -> dict[str, Any]:
         params: dict[str, Any] = {}
@@ -415,13 +413,7 @@ def _claim_once(
             {(row[1], "") for row in limited if row[9] is not None}
             | {(row[1], row[8]) for row in limited if row[8] is not None}
         )
-        new = set(locks) - passed.locked
-        if new and passed.locked and min(new) < max(passed.locked):
-            # Out of order, it could wait in a circle with another claim: the
-            # batch settles for what it has, and the jobs' row locks go as the
-            # transaction ends.
-            return [], False
-        passed.locked.update(locks)
+        passed.locked = True
         lock_params: dict[str, Any] = {}
         for i, (kind, key) in enumerate(locks):
             lock_params[f"lk{i}"], lock_params[f"la{i}"] = kind, key
