@@ -428,13 +428,21 @@ def _given(values: str, type: str, ids: str) -> str:
     return f"(CAST(:{values} AS {type}))[array_position(CAST(:{ids} AS bigint[]), jobs.id)]"
 
 
+# Not ended, for jobs read by key: failed_at IS NULL as a function's test, so
+# that no index WHERE failed_at IS NULL can serve. With no statistics of the
+# column (the table analyzed while empty, as a queue's often is) the planner
+# guesses 0.5% of rows NULL and read a batch's jobs through all of jobs_waiting,
+# not by key: a settle of 128 took 19 ms behind 20,000 waiting, not 0.3.
+_OPEN = "num_nulls(jobs.failed_at) = 1"
+
+
 # Fenced by attempts: once a later claim took the job, a late answer changes
 # nothing; and by the hold: a job a hold-back put back has its attempts as the
 # claim before, but held_until 0.
 def _fenced(ids: str, attempts: str) -> str:
     return (
         f"{_by_key(ids)} AND jobs.attempts = {_given(attempts, 'integer[]', ids)}"
-        " AND jobs.failed_at IS NULL AND jobs.held_until > 0"
+        f" AND {_OPEN} AND jobs.held_until > 0"
     )
 
 
@@ -600,7 +608,7 @@ _STATUS = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
 
 _ASKED = f"""
     SELECT id FROM jobs
-    WHERE {_by_key("ids")} AND failed_at IS NULL AND cancel_asked IS NOT NULL
+    WHERE {_by_key("ids")} AND {_OPEN} AND cancel_asked IS NOT NULL
     """
 
 # A done job kept with its result is not discarded: the prune deletes it in its time.
