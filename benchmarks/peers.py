@@ -12,7 +12,9 @@ In one run, on each database (a database of its own on each server, a file for S
    ``def`` handler; timed from the first job started to the last one done,
    with the app's CPU and the server's over the same span, a job (µs). A
    run claims for its free workers and, for short jobs, a buffer ahead of
-   them (docs/store.md, "Claiming ahead").
+   them (docs/store.md, "Claiming ahead"). Once more at 4 workers with
+   ``DEEP`` times --jobs waiting: a queue must not slow as its backlog grows
+   (on Postgres a settle's plan once did, on a table analyzed while empty).
 2. the peer, the same jobs the same way, at its defaults and at its best:
    pgqueuer on Postgres (on asyncpg) with batches of 10 (its default) and
    128; huey on SQLite (a file, thread workers) with 1 thread (its default),
@@ -80,6 +82,7 @@ PEER_PACKAGES = ("pgqueuer", "huey", "asyncpg")
 # runs 100 at once by default). A claim takes a job for each free worker.
 WORKERS = (1, 4, 16, 128)
 APP_WORKERS = 4  # the app's default, QUEUE_WORKERS in the template's settings
+DEEP = 4  # the backlog run: this many times --jobs waiting
 HUEY_THREADS = (1, 4, 16)  # its default is 1
 PGQUEUER_BATCHES = (10, 128)  # its default, and the batch our claims take with 128 workers
 BATCHES = (1, 10, 100)
@@ -521,6 +524,8 @@ def one_round(
         samples.add_run(f"ours {workers}", measured)
     measured, _ = ours(module, url, n, APP_WORKERS, plain=True)
     samples.add_run(f"def {APP_WORKERS}", measured)
+    measured, _ = ours(module, url, DEEP * n, APP_WORKERS)
+    samples.add_run(f"deep {APP_WORKERS}", measured)
     peer = PEERS.get(db)
     if peer and python:
         if peer == "pgqueuer":
@@ -630,6 +635,15 @@ def table(dbs: list[str], results: dict[str, Samples]) -> list[str]:
     line(
         f"ours, {APP_WORKERS} workers, a `def` handler",
         lambda s, f, db: f"{_rate(s.median(what))}, {_cpu(s, what)}",
+    )
+    deep = f"deep {APP_WORKERS}"
+    line(
+        f"ours, {APP_WORKERS} workers, {DEEP}x the jobs waiting",
+        lambda s, f, db: f"{_rate(s.median(deep))}, {_cpu(s, deep)}",
+    )
+    line(
+        f"ours, {APP_WORKERS} workers: {DEEP}x the jobs waiting / the jobs",
+        lambda s, f, db: _ratio(s.median(deep), f.app),
     )
 
     def peer_cell(s: Samples, f: Figures, db: str) -> str:
