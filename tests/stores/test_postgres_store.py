@@ -456,6 +456,12 @@ def _explained(engine: sa.Engine, statement: Any, params: dict[str, Any], plan: 
     return "\n".join(lines)
 
 
+def _autocommit(engine: sa.Engine, statement: str) -> None:
+    """Run ``statement`` outside a transaction, as VACUUM must be."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(statement)
+
+
 def _literal(value: Any) -> str:
     """A parameter as SQL: numbers, or an array of numbers or of plain words (errors)."""
     if isinstance(value, list):  # an empty one takes the type its CAST gives it
@@ -477,16 +483,14 @@ def test_a_batch_settle_and_a_renewal_read_their_jobs_by_key_however_many_are_he
     NULL), it read all of jobs_waiting for a batch: 19 ms for 128 behind 20,000.
     """
     if analyzed == "while empty":
-        with pg_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM ANALYZE jobs")
+        _autocommit(pg_engine, "VACUUM ANALYZE jobs")
     with pg_engine.begin() as conn:
         conn.exec_driver_sql(
             "INSERT INTO jobs (kind, payload, run_at)"
             f" SELECT 'k', '{{}}', {ms(T0)} - g FROM generate_series(1, 20000) AS g"
         )
     if analyzed == "with none held":
-        with pg_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("ANALYZE jobs")
+        _autocommit(pg_engine, "ANALYZE jobs")
     store = postgres.Jobs(pg_engine)
     batches = [store.claim_many(T0, HOLD, 128) for _ in range(20)]  # 2,560 held
     batch = batches[0]
