@@ -83,7 +83,7 @@ def purged(engine: sa.Engine, timeout: float = 120.0) -> None:
 
 
 def plan(engine: sa.Engine) -> list[dict[str, Any]]:
-    sql = my._driver_sql(my._claim(0, 0))
+    sql = str(my.rows.clause(my._claim(0, 0)).compile(dialect=engine.dialect))
     for name, value in (("now", my.rows.ms(NOW)), ("most", 10)):
         sql = sql.replace(f"%({name})s", str(value))
     with engine.connect() as conn:

@@ -2,7 +2,8 @@
 """Our queue beside its peers and beside the raw driver, on SQLite, PostgreSQL and MariaDB.
 
     python scripts/dbservers.py run -- .venv/bin/python benchmarks/peers.py \
-        [--jobs 5000] [--repeat 3] [--quick] [--only sqlite|postgres|mysql] [--venv FOLDER]
+        [--jobs 5000] [--repeat 3] [--quick] [--only sqlite|postgres|mysql] [--venv FOLDER] \
+        [--purge-wait 30]
 
 In one run, on each database (a database of its own on each server, a file for SQLite):
 
@@ -164,18 +165,41 @@ def clear(engine: sa.Engine) -> None:
 
 
 def vacuum(url: str) -> None:
-    """Postgres: VACUUM the database, so that each run starts on a table with no dead rows.
+    """Start each run on a table with no dead rows: VACUUM on Postgres, InnoDB's purge on MariaDB.
 
     A run deletes every job it ran; the runs after it would otherwise read past
-    those rows in the claim's index until autovacuum comes by, and the later
-    runs (more workers, and the later rounds) would pay for the earlier ones.
+    those rows in the claim's index until autovacuum (or the purge) comes by,
+    and the later runs (more workers, and the later rounds) would pay for the
+    earlier ones. MariaDB purges in the background by itself: this waits for
+    its history list to run short, as the table then has no deleted rows left
+    (``PURGE_WAIT`` at most).
     """
+    if url.startswith("mysql"):
+        engine = sa.create_engine(url)
+        with engine.connect() as conn:
+            purged(lambda: int(conn.exec_driver_sql(HISTORY).scalar_one()))
+        engine.dispose()
+        return
     if not url.startswith("postgresql"):
         return
     engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         conn.exec_driver_sql("VACUUM ANALYZE")
     engine.dispose()
+
+
+# MariaDB's purge is done enough when this few transactions' undo logs are left (the
+# connections' own reads leave a few), and is waited for this long (seconds) at most.
+PURGED = 50
+PURGE_WAIT = 30.0
+HISTORY = "SELECT count FROM information_schema.INNODB_METRICS WHERE name = 'trx_rseg_history_len'"
+
+
+def purged(history: Callable[[], int]) -> None:
+    """Return once MariaDB's history list (read by ``history``) is short, or after PURGE_WAIT."""
+    until = time.monotonic() + PURGE_WAIT
+    while history() > PURGED and time.monotonic() < until:
+        time.sleep(0.05)
 
 
 @dataclass
@@ -374,8 +398,16 @@ class Raw:
     def clear(self) -> None:
         cursor = self.connection.cursor()
         cursor.execute("DELETE FROM jobs")
+        # The cycles' dead rows, gone as a queue's would be.
         if self.db == "postgres":
-            cursor.execute("VACUUM jobs")  # the cycles' dead rows, gone as a queue's would be
+            cursor.execute("VACUUM jobs")
+        elif self.db == "mysql":
+
+            def history() -> int:
+                cursor.execute(HISTORY)
+                return int(cursor.fetchone()[0])
+
+            purged(history)
 
     def insert_each(self, rows: list[tuple[Any, ...]]) -> None:
         """Each row in an INSERT of its own, each its own transaction, as a push is."""
@@ -764,12 +796,19 @@ def targets(dbs: list[str], results: dict[str, Samples]) -> list[str]:
 
 
 def main() -> None:
+    global PURGE_WAIT  # read by every run's vacuum(), as --purge-wait sets it
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=5000, help="jobs in each run (5000)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; figures are medians (3)")
     parser.add_argument("--quick", action="store_true", help="1,000 jobs, 1 round: a smoke run")
     parser.add_argument("--only", action="append", choices=DATABASES, help="this database only")
     parser.add_argument("--no-peers", action="store_true", help="skip the peers and their venv")
+    parser.add_argument(
+        "--purge-wait",
+        type=float,
+        default=PURGE_WAIT,
+        help=f"seconds to wait at most for MariaDB's purge before each run ({PURGE_WAIT:g})",
+    )
     parser.add_argument(
         "--venv",
         type=Path,
@@ -779,6 +818,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.jobs, args.repeat = 1000, 1
+    PURGE_WAIT = args.purge_wait
     logging.getLogger("jobq").setLevel(logging.WARNING)
     dbs = [db for db in DATABASES if not args.only or db in args.only]
     python = None if args.no_peers else peer_python(args.venv)

@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import statistics
 import sys
 import time
@@ -82,8 +83,14 @@ _ANALYZE = {"postgres": "ANALYZE jobs", "mysql": "ANALYZE TABLE jobs", "sqlite":
 
 
 def _reset(engine: sa.Engine, module: ModuleType) -> None:
+    """The store's tables, made anew: each that its SCHEMA makes is dropped first."""
+    tables = [
+        name
+        for statement in module.SCHEMA
+        for name in re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", statement)
+    ]
     with engine.begin() as conn:
-        for table in ("jobs", "schedules", "held_kinds", "job_locks"):
+        for table in reversed(tables):
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
         for statement in module.SCHEMA:
             conn.exec_driver_sql(statement)

@@ -1,8 +1,10 @@
-"""The benchmark that says where a run's time goes runs, and its shares add up to its rate.
+"""The benchmarks run as docs/benchmarks.md gives them, and hops.py's shares add up.
 
-No speed is asserted here (the machines are shared and noisy): only that the
-script runs as docs/benchmarks.md gives it, and that its figures agree with
-each other, so that a figure quoted from it means what its table says.
+No speed is asserted here (the machines are shared and noisy): only that each
+script runs to its end on every database, at a size that takes seconds, so a
+change to the stores or the kit cannot leave one broken unnoticed; and that
+hops.py's figures agree with each other, so a figure quoted from it means what
+its table says.
 """
 
 from __future__ import annotations
@@ -11,7 +13,39 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+
+# Each benchmark at a size of seconds, with what its output must say.
+SMALL = {
+    "peers": ("benchmarks/peers.py --jobs 200 --repeat 1 --no-peers --purge-wait 1", "in all"),
+    "hops": ("benchmarks/hops.py --jobs 200 --repeat 1", "| MariaDB | 128 |"),
+    "push": ("benchmarks/push.py --rounds 1 --size 20 --many 100", "MariaDB"),
+    "result": ("benchmarks/result.py --jobs 1 --only postgres", "Postgres, polled"),
+    "wake": ("benchmarks/wake.py --samples 2 --poll 0.2", "poll alone / NOTIFY"),
+    "stats": ("benchmarks/stats.py --jobs 1000 --repeat 1", "MariaDB"),
+    "page": ("benchmarks/page.py --jobs 100 --repeat 1 --only sqlite", "server memory"),
+    "claim_postgres": (
+        "benchmarks/claim_postgres.py --big 1000 --jobs 100",
+        "cycle of claim_many(10)",
+    ),
+    "claim_mysql": ("benchmarks/claim_mysql.py --big 1000 --jobs 100 --cycle 100", "ratio"),
+    "claim_sqlite": ("benchmarks/claim_sqlite.py --jobs 100", "ratio"),
+    "servers": ("benchmarks/servers.py --jobs 100 --big 1000 --repeat 3", "MariaDB"),
+    "loop": ("runtime/benchmarks/loop.py 500", "128 workers"),
+    "cron_next": ("runtime/benchmarks/cron_next.py", "Europe/Paris"),
+}
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_each_benchmark_runs_to_its_end(name: str) -> None:
+    command, said = SMALL[name]
+    done = subprocess.run(
+        [sys.executable, *command.split()], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert said in done.stdout, done.stdout[-3000:]
 
 
 def test_hops_shares_add_up_to_the_rate() -> None:
