@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from jobq import Job
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import databases  # noqa: E402
 import sources  # noqa: E402
 from claiming import HOLD, NOW, sizes  # noqa: E402
 
@@ -72,14 +72,7 @@ def fill(engine: sa.Engine, n: int, due: bool) -> None:
 
 def purged(engine: sa.Engine, timeout: float = 120.0) -> None:
     """Wait until the server has purged what was deleted: until then, reads step over it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with engine.connect() as conn:
-            status = conn.exec_driver_sql("SHOW ENGINE INNODB STATUS").one()[2]
-        found = re.search(r"History list length (\d+)", status)
-        if found is None or int(found.group(1)) < 100:
-            return
-        time.sleep(0.5)
+    databases.engine_purged(engine, most=99, timeout=timeout)
 
 
 def plan(engine: sa.Engine) -> list[dict[str, Any]]:

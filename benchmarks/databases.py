@@ -6,13 +6,20 @@ import contextlib
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dbfixtures import ENV, fresh_database
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+
+    import sqlalchemy as sa
+
+# MariaDB's history list: the transactions whose undo logs (and deleted rows) its
+# purge has yet to clear away.
+HISTORY = "SELECT count FROM information_schema.INNODB_METRICS WHERE name = 'trx_rseg_history_len'"
 
 
 @contextlib.contextmanager
@@ -63,3 +70,18 @@ def numbered(db: str, insert: str, row: str, count: str) -> str:
         WITH RECURSIVE seq (g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM seq WHERE g < :{count})
         SELECT {row} FROM seq
     """
+
+
+def purged(history: Callable[[], int], *, most: int, timeout: float) -> None:
+    """Return once MariaDB's history list, read by ``history`` (``HISTORY``), is ``most``
+    long at most, or after ``timeout`` seconds: until the purge clears the rows deleted
+    before, reads of the table's indexes step over them."""
+    until = time.monotonic() + timeout
+    while history() > most and time.monotonic() < until:
+        time.sleep(0.05)
+
+
+def engine_purged(engine: sa.Engine, *, most: int, timeout: float) -> None:
+    """``purged``, reading the history list through one of ``engine``'s connections."""
+    with engine.connect() as conn:
+        purged(lambda: int(conn.exec_driver_sql(HISTORY).scalar_one()), most=most, timeout=timeout)

@@ -71,9 +71,10 @@ from jobq.sql import rows
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
 
+import databases  # noqa: E402
 import sources  # noqa: E402
 from cpu import ServerCpu  # noqa: E402
-from databases import database  # noqa: E402
+from databases import HISTORY, database  # noqa: E402
 
 DATABASES = ("sqlite", "postgres", "mysql")
 NAMES = {"postgres": "Postgres", "mysql": "MariaDB", "sqlite": "SQLite"}
@@ -176,8 +177,7 @@ def vacuum(url: str) -> None:
     """
     if url.startswith("mysql"):
         engine = sa.create_engine(url)
-        with engine.connect() as conn:
-            purged(lambda: int(conn.exec_driver_sql(HISTORY).scalar_one()))
+        databases.engine_purged(engine, most=PURGED, timeout=PURGE_WAIT)
         engine.dispose()
         return
     if not url.startswith("postgresql"):
@@ -192,14 +192,6 @@ def vacuum(url: str) -> None:
 # connections' own reads leave a few), and is waited for this long (seconds) at most.
 PURGED = 50
 PURGE_WAIT = 30.0
-HISTORY = "SELECT count FROM information_schema.INNODB_METRICS WHERE name = 'trx_rseg_history_len'"
-
-
-def purged(history: Callable[[], int]) -> None:
-    """Return once MariaDB's history list (read by ``history``) is short, or after PURGE_WAIT."""
-    until = time.monotonic() + PURGE_WAIT
-    while history() > PURGED and time.monotonic() < until:
-        time.sleep(0.05)
 
 
 @dataclass
@@ -407,7 +399,7 @@ class Raw:
                 cursor.execute(HISTORY)
                 return int(cursor.fetchone()[0])
 
-            purged(history)
+            databases.purged(history, most=PURGED, timeout=PURGE_WAIT)
 
     def insert_each(self, rows: list[tuple[Any, ...]]) -> None:
         """Each row in an INSERT of its own, each its own transaction, as a push is."""
