@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Real PostgreSQL and MariaDB servers for the tests: throwaway, loopback only, fast.
 
-    python scripts/dbservers.py run [--only postgres|mysql] -- COMMAND...
+    python scripts/dbservers.py run [--only postgres|mysql] [--autoinc-lock-mode N] -- COMMAND...
         start the servers, run COMMAND with JOBQ_TEST_POSTGRES_URL and
         JOBQ_TEST_MYSQL_URL exported, stop them, exit with COMMAND's code.
+        --autoinc-lock-mode: MariaDB's innodb_autoinc_lock_mode (0, 1 or 2); its
+        default is 1, "consecutive", and MySQL 8's 2, "interleaved".
     python scripts/dbservers.py serve [--only ...]
         start them and print the URLs until Ctrl-C (for a test session by hand).
     python scripts/dbservers.py install [--only ...]
@@ -30,6 +32,7 @@ import argparse
 import atexit
 import contextlib
 import ctypes
+import functools
 import glob
 import os
 import pwd
@@ -370,8 +373,15 @@ def prepare_postgres() -> Server:
         raise
 
 
-def prepare_mysql() -> Server:
-    """mariadb-install-db a fresh data dir with user jobq/jobq; not started yet."""
+def prepare_mysql(*, autoinc_lock_mode: int | None = None) -> Server:
+    """mariadb-install-db a fresh data dir with user jobq/jobq; not started yet.
+
+    ``autoinc_lock_mode``: the server's innodb_autoinc_lock_mode (None: MariaDB's
+    default, 1). At 2, MySQL 8's default, INSERTs that run at once may take their
+    AUTO_INCREMENT values in turns: those of one statement need not be consecutive.
+    """
+    if autoinc_lock_mode not in (None, 0, 1, 2):
+        raise ServerError(f"innodb_autoinc_lock_mode is 0, 1 or 2, not {autoinc_lock_mode}")
     found = find_mariadb()
     if found is None:
         raise ServerError(
@@ -416,6 +426,8 @@ def prepare_mysql() -> Server:
             # Debian's config (skipped by --no-defaults) and MySQL 8 default to utf8mb4.
             "--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci",
         ]  # fmt: skip
+        if autoinc_lock_mode is not None:
+            server.argv.append(f"--innodb-autoinc-lock-mode={autoinc_lock_mode}")
         # This server has no TLS (have_ssl DISABLED). Without ssl_disabled, PyMySQL 2.2.8
         # tries TLS at each connection and builds a context for it first: 43 ms of CPU a
         # connection, which the tests' fresh databases and commands paid thousands of times.
@@ -430,12 +442,19 @@ PREPARE: dict[str, Callable[[], Server]] = {"postgres": prepare_postgres, "mysql
 
 
 @contextlib.contextmanager
-def servers(kinds: Sequence[str] = KINDS) -> Iterator[dict[str, str]]:
+def servers(
+    kinds: Sequence[str] = KINDS, *, autoinc_lock_mode: int | None = None
+) -> Iterator[dict[str, str]]:
     """Start the servers of `kinds` (or use those in the env); yield {env var: URL}.
 
     Set-up (initdb, install-db) runs in parallel threads; the servers are
-    spawned from this thread and waited for together.
+    spawned from this thread and waited for together. `autoinc_lock_mode`:
+    MariaDB's, as prepare_mysql takes it (a server in the env is used as it is).
     """
+    prepare = {
+        **PREPARE,
+        "mysql": functools.partial(prepare_mysql, autoinc_lock_mode=autoinc_lock_mode),
+    }
     urls: dict[str, str] = {}
     wanted: list[str] = []
     for kind in kinds:
@@ -450,7 +469,7 @@ def servers(kinds: Sequence[str] = KINDS) -> Iterator[dict[str, str]]:
     try:
         began = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
-            futures = [pool.submit(PREPARE[kind]) for kind in wanted]
+            futures = [pool.submit(prepare[kind]) for kind in wanted]
             errors: list[BaseException] = []
             for fut in futures:
                 try:
@@ -485,8 +504,8 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # so the servers are stopped and deleted
 
 
-def run(kinds: Sequence[str], command: list[str]) -> int:
-    with servers(kinds) as urls:
+def run(kinds: Sequence[str], command: list[str], autoinc_lock_mode: int | None = None) -> int:
+    with servers(kinds, autoinc_lock_mode=autoinc_lock_mode) as urls:
         env = {**os.environ, **urls}
         proc = subprocess.Popen(command, env=env)
         # Like a shell: Ctrl-C goes to the command (same process group); wait
@@ -502,8 +521,8 @@ def run(kinds: Sequence[str], command: list[str]) -> int:
                 proc.wait()
 
 
-def serve(kinds: Sequence[str]) -> int:
-    with servers(kinds) as urls:
+def serve(kinds: Sequence[str], autoinc_lock_mode: int | None = None) -> int:
+    with servers(kinds, autoinc_lock_mode=autoinc_lock_mode) as urls:
         for name, url in urls.items():
             print(f"export {name}='{url}'", flush=True)
         log("serving; Ctrl-C stops and deletes them")
@@ -524,6 +543,13 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(
             "--only", choices=KINDS, action="append", help="this server only (repeatable)"
         )
+        if name != "install":
+            p.add_argument(
+                "--autoinc-lock-mode",
+                type=int,
+                choices=(0, 1, 2),
+                help="MariaDB's innodb_autoinc_lock_mode (default: MariaDB's, 1)",
+            )
         if name == "run":
             p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND...")
     args = parser.parse_args(argv)
@@ -534,11 +560,11 @@ def main(argv: list[str] | None = None) -> int:
             ensure_installed(kinds)
             return 0
         if args.action == "serve":
-            return serve(kinds)
+            return serve(kinds, args.autoinc_lock_mode)
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not command:
             parser.error("run needs a command: run -- COMMAND...")
-        return run(kinds, command)
+        return run(kinds, command, args.autoinc_lock_mode)
     except ServerError as e:
         log(f"error: {e}")
         return 1

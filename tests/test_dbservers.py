@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import pytest
+import sources
 import sqlalchemy as sa
 from conftest import server_url
 from sqlalchemy.pool import NullPool
@@ -76,3 +80,29 @@ def test_two_fresh_databases_are_apart(kind: str) -> None:
 def test_fixtures_give_a_database_each(postgres_db: str, mysql_db: str) -> None:
     assert query(postgres_db, TABLES["postgres"]) == []
     assert query(mysql_db, TABLES["mysql"]) == []
+
+
+def test_a_mariadb_asked_for_an_autoinc_lock_mode_is_started_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The option's way in; tests/stores/test_mysql_interleaved.py starts such a server
+    and reads the mode back from it."""
+    dbservers = sources.load(sources.ROOT / "scripts/dbservers.py", "dbservers")
+    with pytest.raises(dbservers.ServerError, match="0, 1 or 2, not 3"):
+        dbservers.prepare_mysql(autoinc_lock_mode=3)
+    server = dbservers.prepare_mysql(autoinc_lock_mode=2)  # not started: its command line
+    try:
+        assert "--innodb-autoinc-lock-mode=2" in server.argv
+    finally:
+        server.close()
+    asked: list[int | None] = []
+
+    @contextlib.contextmanager
+    def servers(kinds: list[str], *, autoinc_lock_mode: int | None) -> Iterator[dict[str, str]]:
+        asked.append(autoinc_lock_mode)
+        yield {}
+
+    monkeypatch.setattr(dbservers, "servers", servers)
+    command = ["run", "--only", "mysql", "--autoinc-lock-mode", "2", "--", "true"]
+    assert dbservers.main(command) == 0
+    assert asked == [2]

@@ -12,6 +12,7 @@ What MySQL or MariaDB says goes up as jobq's portable errors.
 ``claim`` and ``settle`` run a store's batch claim and settle, whose Python
 (passes past limited jobs, lock rows in one order, counts read back for want
 of RETURNING) is the same in every MySQL store: the store gives the statements.
+So does ``insert_many``, a push of many's multi-row INSERT and its IDs.
 
 Needs SQLAlchemy and PyMySQL (``jobq[mysql]``).
 """
@@ -22,6 +23,7 @@ import functools
 import json
 import logging
 import math
+import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,10 +46,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ClaimStatements",
     "Database",
+    "ManyStatements",
     "SettleStatements",
     "Statements",
     "claim",
     "fences",
+    "insert_many",
     "insert_unique",
     "make_engine",
     "settle",
@@ -543,6 +547,75 @@ def _exactly(count: int, found: list[str]) -> list[str]:
     """The IDs read back after a settle that kept ``count`` of its batch, when they are that
     many; none when they are not (which were kept is then not known)."""
     return found if len(found) == count else []
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ManyStatements:
+    """A MySQL store's push of many, for ``insert_many``: its statements, and the parameters
+    they name.
+
+    - ``insert(n, varying)``: inserts ``n`` plain jobs from ``rows.many_numbered``'s
+      parameters (``varying`` its columns that have one a row), the last row with
+      ``:mark`` as its ``unique_key``, the others with none.
+    - ``marked``: ``(id, @@auto_increment_increment)`` of the row of kind ``:kind``
+      whose ``unique_key`` is ``:mark``.
+    - ``unmark``: sets the ``unique_key`` of the row ``:id`` back to NULL.
+    - ``one``: inserts one plain job from ``rows.insert``'s parameters, ``unique_key`` NULL.
+    """
+
+    insert: Callable[[int, tuple[str, ...]], str]
+    marked: str
+    unmark: str
+    one: str
+
+
+# Set before each batch, so that a batch whose IDs came apart is undone alone.
+_SAVEPOINT = "SAVEPOINT jobq_push_many"
+_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT jobq_push_many"
+
+
+def insert_many(sql: Statements, statements: ManyStatements, jobs: Sequence[Job]) -> list[int]:
+    """Insert ``jobs``, plain jobs (no key), in one statement; their IDs, in the order given.
+
+    MySQL promises the AUTO_INCREMENT values of one INSERT unique, increasing row by
+    row, and each in the server's series (``auto_increment_offset`` plus a multiple of
+    ``auto_increment_increment``, the step): not consecutive. At
+    ``innodb_autoinc_lock_mode=2``, MySQL 8's default, INSERTs that run at once may
+    take them in turns, and a node of a cluster steps them by more than 1.
+    So the statement marks its last row (a ``unique_key`` no key has: keys are hex),
+    and the ID of the row read back by that mark is its last. When the first ID
+    (LAST_INSERT_ID) and the last are ``len(jobs) - 1`` steps apart, the rows'
+    increasing IDs in the series can only be each step between them, in order; the
+    mark is then cleared. Else the batch is rolled back to a savepoint set before it and
+    inserted again a row a statement, each row's ID its own (never seen in a test but
+    a forced one: MariaDB and MySQL take one statement's IDs in one block, though
+    they do not promise to).
+
+    Four statements a batch whatever its size (SAVEPOINT, the INSERT, the read of
+    the mark, its clearing); a batch of one, its INSERT alone. In the transaction
+    ``sql`` runs in, which the rows join.
+    """
+    if len(jobs) == 1:
+        return [sql.insert(statements.one, {**rows.insert(jobs[0]), "unique_key": None})]
+    varying, params = rows.many_numbered(jobs)
+    params["mark"] = mark = f"push_many {secrets.token_hex(8)}"
+    kind = params[f"kind{len(jobs) - 1}"] if "kind" in varying else params["kind"]
+    sql.count(_SAVEPOINT, {})
+    first = sql.insert(statements.insert(len(jobs), varying), params)
+    [(last, step)] = sql.rows(statements.marked, {"kind": kind, "mark": mark})
+    if last - first == (len(jobs) - 1) * step:
+        sql.count(statements.unmark, {"id": last})
+        return list(range(first, last + 1, step))
+    sql.count(_ROLLBACK_TO, {})
+    _log.warning(
+        "jobs table: a push of many's IDs were not consecutive (%d to %d, %d rows, step %d): "
+        "pushed again a row at a time",
+        first,
+        last,
+        len(jobs),
+        step,
+    )
+    return [sql.insert(statements.one, {**rows.insert(job), "unique_key": None}) for job in jobs]
 
 
 def insert_unique(
