@@ -3,6 +3,8 @@ transaction; the queue's settle after it changes nothing, and the run is observe
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import jobq
@@ -36,6 +38,25 @@ def test_a_job_completed_by_its_handler_is_done_once_and_observed_once(
     assert q.status(paid).state == "unknown", "a done job of a kind keeping nothing is gone"
     assert store.failed() == []
     assert q.drain() == 0, "never run again"
+
+
+@pytest.mark.parametrize("result", [False, True], ids=["done", "kept with its result"])
+def test_a_job_its_handler_completed_is_said_done_by_it_not_stale(
+    store: MemoryStore, result: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    q = jobq.Queue(store)
+
+    @q.kind("pay", result=result)
+    def pay(order: int) -> str | None:
+        assert jobq.complete(store, "receipt") if result else jobq.complete(store)
+        return "receipt" if result else None
+
+    pay.push(1)
+    with caplog.at_level(logging.DEBUG, logger="jobq"):
+        assert q.drain() == 1
+    said = [r.getMessage() for r in caplog.records]
+    assert any("done in its handler's transaction" in m for m in said)
+    assert not any("stale" in m or "later claim" in m for m in said), "no later claim exists"
 
 
 def test_a_kind_that_keeps_results_completes_with_its_result(store: MemoryStore) -> None:

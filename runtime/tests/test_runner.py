@@ -453,3 +453,26 @@ async def test_a_run_whose_settle_a_later_claim_dropped_is_not_observed_nor_told
     [stale] = [r for r in caplog.records if f"a stale {how} was not kept" in r.getMessage()]
     assert stale.levelno == logging.DEBUG
     assert not [r for r in caplog.records if "failed for good" in r.getMessage()]
+
+
+async def test_a_stale_done_of_a_kind_that_keeps_results_is_not_observed_and_said_at_debug(
+    store: MemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[jobq.Ran] = []
+    q = jobq.Queue(store, observe=seen.append)
+
+    @q.kind("invoice", result=True)
+    async def invoice(order: int) -> str:
+        # The instance stalled past the hold as this ran: another claim has the job now.
+        later = datetime.now(UTC) + timedelta(hours=1)
+        assert store.claim(later, later + timedelta(minutes=5)) is not None
+        return "receipt"
+
+    invoice.push(7)
+    with caplog.at_level(logging.DEBUG, logger="jobq"):
+        assert await q.adrain() == 1
+    assert seen == [], "observe is told only of what the store kept"
+    [stale] = [r for r in caplog.records if "a stale done was not kept" in r.getMessage()]
+    assert stale.levelno == logging.DEBUG
+    assert "later claim has the job" in stale.getMessage()
+    assert not [r for r in caplog.records if "cancelled" in r.getMessage()]

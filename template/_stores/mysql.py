@@ -216,18 +216,31 @@ _PUSH = """
 _WAITING = "SELECT id, run_at FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
 
-# A push of many, up to rows.BATCH, as one multi-row INSERT: its rows' IDs are the
-# one LAST_INSERT_ID() gives and those after it, as a statement of known rows gets
-# its IDs together. (A unique kind's pushes read theirs back, one at a time.) The
+# A push of many, up to rows.BATCH, as one multi-row INSERT. One INSERT's IDs
+# need not be consecutive: its last row carries :mark as its key until the kit
+# (jobq.sql.mysql.insert_many) has read its ID back, and with the first, told
+# each row's. (A unique kind's pushes read theirs back, one at a time.) The
 # columns in ``varying`` have a parameter a row; the rest one for all.
 @functools.cache
 def _push_many(n: int, varying: tuple[str, ...]) -> str:
     names = rows.MANY_COLUMNS.split(", ")
     values = ", ".join(
-        "(" + ", ".join(f":{name}{i}" if name in varying else f":{name}" for name in names) + ")"
+        "("
+        + ", ".join(f":{name}{i}" if name in varying else f":{name}" for name in names)
+        + (", :mark)" if i == n - 1 else ", NULL)")
         for i in range(n)
     )
-    return f"INSERT INTO jobs ({rows.MANY_COLUMNS}) VALUES {values}"
+    return f"INSERT INTO jobs ({rows.MANY_COLUMNS}, unique_key) VALUES {values}"
+
+
+# The marked row's ID, by the key's index, and the step between the IDs of the
+# session's INSERTs; then the mark cleared, before the transaction ends.
+_MARKED = """
+    SELECT id, @@auto_increment_increment FROM jobs WHERE kind = :kind AND unique_key = :mark
+    """
+_UNMARK = "UPDATE jobs SET unique_key = NULL WHERE id = :id"
+
+_MANY = mysql.ManyStatements(insert=_push_many, marked=_MARKED, unmark=_UNMARK, one=_PUSH)
 
 
 # A latest push moves the waiting job by ID, locking its row before its key's
@@ -236,8 +249,10 @@ def _push_many(n: int, varying: tuple[str, ...]) -> str:
 _MOVE = "UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :unique_key"
 
 # Fenced by attempts: once a later claim took the job, a late answer changes
-# nothing; and by the hold: a job a hold-back put back has its attempts as the
-# claim before, but held_until 0.
+# nothing; by the hold: a job a hold-back put back has its attempts as the
+# claim before, but held_until 0; and by a cancel asked: an accepted cancel wins,
+# and the queue ends the job cancelled (the renewal is not fenced so: its
+# handler still runs).
 #
 # A held job is read by its key, FORCE INDEX (PRIMARY), one or a batch: left to
 # choose, on the statistics of a busy table the server read a job through
@@ -247,23 +262,27 @@ _MOVE = "UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :uniqu
 _DONE = (
     "DELETE jobs FROM jobs FORCE INDEX (PRIMARY)"
     " WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0"
+    " AND cancel_asked IS NULL"
 )
 
 _RETRY = """
     UPDATE jobs FORCE INDEX (PRIMARY) SET run_at = :run_at, held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+      AND cancel_asked IS NULL
     """
 
 _FAIL = """
     UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, ended = 'failed', held_until = 0,
         error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+      AND cancel_asked IS NULL
     """
 
 # A batch's settles (jobq.sql.mysql.settle runs them).
 _DONE_MANY = (
     "DELETE jobs FROM jobs FORCE INDEX (PRIMARY) "
     "WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0"
+    " AND cancel_asked IS NULL"
 )
 
 # Each retry and fail has values of its own: a JSON array of them, as a table.
@@ -278,7 +297,7 @@ _RETRY_MANY = f"""
     UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
         ON jobs.id = settle.id AND jobs.attempts = settle.attempts
     SET jobs.run_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
-    WHERE jobs.failed_at IS NULL AND jobs.held_until > 0
+    WHERE jobs.failed_at IS NULL AND jobs.held_until > 0 AND jobs.cancel_asked IS NULL
     """
 
 _FAIL_MANY = f"""
@@ -286,7 +305,7 @@ _FAIL_MANY = f"""
         ON jobs.id = settle.id AND jobs.attempts = settle.attempts
     SET jobs.failed_at = settle.at_ms, jobs.ended = 'failed', jobs.held_until = 0,
         jobs.error = settle.error
-    WHERE jobs.failed_at IS NULL AND jobs.held_until > 0
+    WHERE jobs.failed_at IS NULL AND jobs.held_until > 0 AND jobs.cancel_asked IS NULL
     """
 
 # With no RETURNING, a batch that a fence cut reads back which jobs it settled:
@@ -406,14 +425,15 @@ _CANCEL = """
     WHERE id = :id
     """
 
-# A claimed job ended as the queue says: fenced as _FAIL is, read by PRIMARY as it
-# is; its last error kept unless another is given; a done one with its result,
-# until its expires_at.
+# A claimed job ended as the queue says: fenced by its claim as _FAIL is, and a
+# done one by a cancel asked too, read by PRIMARY as it is; its last error kept
+# unless another is given; a done one with its result, until its expires_at.
 _END = """
     UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, ended = :ended,
         held_until = 0, error = coalesce(:error, error), attempts = attempts - :unrun,
         result = :result, expires_at = :expires_at
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+      AND (:ended <> 'done' OR cancel_asked IS NULL)
     """
 
 # The jobs that waited past their expires_at, before any attempt began, end
@@ -638,10 +658,8 @@ class Jobs:
 
     def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
         def push(sql: Statements) -> list[bool]:
-            def batch(part: Sequence[Job]) -> range:
-                varying, params = rows.many_numbered(part)
-                first = sql.insert(_push_many(len(part), varying), params)
-                return range(first, first + len(part))
+            def batch(part: Sequence[Job]) -> list[int]:
+                return mysql.insert_many(sql, _MANY, part)
 
             return rows.push_many(jobs, batch, lambda job: _push_one(sql, job, latest))
 

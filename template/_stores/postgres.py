@@ -446,26 +446,31 @@ def _fenced(ids: str, attempts: str) -> str:
     )
 
 
+# A settle is fenced by a cancel asked too: an accepted cancel wins, and the queue
+# ends the job cancelled. (Not the renewal, which shares _fenced: its handler runs.)
+_NOT_ASKED = "jobs.cancel_asked IS NULL"
+
+
 # All three in one, returning the IDs it settled (what was kept), and a NULL
 # for each limited kind, which it notifies: a claim of it waiting on another
 # instance tries again at once.
 _SETTLE = f"""
     WITH done AS (
-        DELETE FROM jobs WHERE {_fenced("done_ids", "done_attempts")}
+        DELETE FROM jobs WHERE {_fenced("done_ids", "done_attempts")} AND {_NOT_ASKED}
         RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
     ),
     retried AS (
         UPDATE jobs SET held_until = 0,
             run_at = {_given("retry_run_at", "bigint[]", "retry_ids")},
             error = {_given("retry_errors", "text[]", "retry_ids")}
-        WHERE {_fenced("retry_ids", "retry_attempts")}
+        WHERE {_fenced("retry_ids", "retry_attempts")} AND {_NOT_ASKED}
         RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
     ),
     failed AS (
         UPDATE jobs SET held_until = 0, ended = 'failed',
             failed_at = {_given("fail_at", "bigint[]", "fail_ids")},
             error = {_given("fail_errors", "text[]", "fail_ids")}
-        WHERE {_fenced("fail_ids", "fail_attempts")}
+        WHERE {_fenced("fail_ids", "fail_attempts")} AND {_NOT_ASKED}
         RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
     ),
     settled AS (
@@ -581,15 +586,17 @@ _CANCEL = f"""
     )
     """
 
-# A claimed job ended as the queue says: fenced as _FAIL is; its last error kept
-# unless another is given; a done one with its result, until its expires_at. A
-# NOTIFY of a space and its ID tells whoever waits for its result, anywhere.
+# A claimed job ended as the queue says: fenced by its claim as a settle is, and a
+# done one by a cancel asked too; its last error kept unless another is given; a
+# done one with its result, until its expires_at. A NOTIFY of a space and its ID
+# tells whoever waits for its result, anywhere.
 _END = f"""
     WITH ended AS (
         UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
             attempts = attempts - :unrun, error = coalesce(CAST(:error AS text), error),
             result = :result, expires_at = :expires_at
         WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+          AND (CAST(:ended AS text) <> 'done' OR cancel_asked IS NULL)
         RETURNING id
     )
     SELECT id FROM ended, pg_notify('{_CHANNEL}', ' ' || ended.id)

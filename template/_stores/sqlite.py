@@ -249,21 +249,26 @@ _PUSH_LATEST = (
 )
 
 # Fenced by attempts: once a later claim took the job, a late answer changes
-# nothing; and by the hold: a job a hold-back put back has its attempts as the
-# claim before, but held_until 0.
+# nothing; by the hold: a job a hold-back put back has its attempts as the
+# claim before, but held_until 0; and by a cancel asked: an accepted cancel wins,
+# and the queue ends the job cancelled (the renewal is not fenced so: its
+# handler still runs).
 _DONE = (
     "DELETE FROM jobs"
     " WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0"
+    " AND cancel_asked IS NULL"
 )
 
 _RETRY = """
     UPDATE jobs SET run_at = :run_at, held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+      AND cancel_asked IS NULL
     """
 
 _FAIL = """
     UPDATE jobs SET failed_at = :failed_at, ended = 'failed', held_until = 0, error = :error
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+      AND cancel_asked IS NULL
     """
 
 
@@ -284,7 +289,10 @@ _DONE_AT_MOST = 256
 @cache
 def _done_many(n: int) -> str:
     terms = " OR ".join(f"(id = :id{i} AND attempts = :attempts{i})" for i in range(n))
-    return f"DELETE FROM jobs WHERE ({terms}) AND failed_at IS NULL AND held_until > 0 RETURNING id"
+    return (
+        f"DELETE FROM jobs WHERE ({terms}) AND failed_at IS NULL AND held_until > 0"
+        " AND cancel_asked IS NULL RETURNING id"
+    )
 
 
 @cache
@@ -294,7 +302,7 @@ def _retry_many(n: int) -> str:
         WITH {cte}
         UPDATE jobs SET run_at = fence.run_at, held_until = 0, error = fence.error FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
-          AND jobs.held_until > 0
+          AND jobs.held_until > 0 AND jobs.cancel_asked IS NULL
         RETURNING jobs.id
         """
 
@@ -308,7 +316,7 @@ def _fail_many(n: int) -> str:
             error = fence.error
         FROM fence
         WHERE jobs.id = fence.id AND jobs.attempts = fence.attempts AND jobs.failed_at IS NULL
-          AND jobs.held_until > 0
+          AND jobs.held_until > 0 AND jobs.cancel_asked IS NULL
         RETURNING jobs.id
         """
 
@@ -428,13 +436,15 @@ _CANCEL = """
     RETURNING ended
     """
 
-# A claimed job ended as the queue says: fenced as _FAIL is; its last error kept
-# unless another is given; a done one with its result, until its expires_at.
+# A claimed job ended as the queue says: fenced by its claim as _FAIL is, and a
+# done one by a cancel asked too; its last error kept unless another is given; a
+# done one with its result, until its expires_at.
 _END = """
     UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
         attempts = attempts - :unrun, error = coalesce(:error, error),
         result = :result, expires_at = :expires_at
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+      AND (:ended <> 'done' OR cancel_asked IS NULL)
     """
 
 # The jobs that waited past their expires_at, before any attempt began, end

@@ -104,6 +104,41 @@ def test_a_store_whose_done_ignores_its_fence_fails_the_suite(
     assert "test_a_late_done_leaves_a_reclaimed_job_alone" in failed
 
 
+def test_a_store_whose_settles_ignore_a_cancel_asked_fails_the_suite(
+    pytester: pytest.Pytester, tmp_path: Path, engines: list[sa.Engine]
+) -> None:
+    broken = _broken(
+        "sqlite",
+        "settled_past_a_cancel",
+        [
+            ('\n    " AND cancel_asked IS NULL"\n', "\n"),
+            ("\n      AND cancel_asked IS NULL\n", "\n"),
+            (" AND cancel_asked IS NULL RETURNING id", " RETURNING id"),
+            (" AND jobs.cancel_asked IS NULL", ""),
+            ("\n      AND (:ended <> 'done' OR cancel_asked IS NULL)\n", "\n"),
+        ],
+    )
+    files = iter(range(1_000_000))
+
+    def make() -> Any:
+        url = f"sqlite:///{tmp_path / f'{next(files)}.sqlite3'}"
+        engine = broken.make_engine(url)
+        engines.append(engine)
+        with engine.begin() as conn:
+            for statement in broken.SCHEMA:
+                conn.exec_driver_sql(statement)
+        return broken.Jobs(engine)
+
+    failed = _suite_failures(pytester, "CancelStorePromises", make, "-k", "accepted")
+    assert failed == [
+        "test_a_batch_settle_keeps_nothing_of_a_job_whose_cancel_was_accepted",
+        "test_a_done_settle_after_an_accepted_cancel_keeps_nothing",
+        "test_a_fail_after_an_accepted_cancel_keeps_nothing",
+        "test_a_retry_after_an_accepted_cancel_keeps_nothing",
+        "test_an_end_as_done_after_an_accepted_cancel_keeps_nothing",
+    ]
+
+
 def test_a_store_whose_claim_does_not_skip_locked_jobs_fails_the_claim_beside_a_locked_job(
     postgres_migrated: MigratedDatabase, engines: list[sa.Engine]
 ) -> None:

@@ -58,11 +58,19 @@ SETTLE_BATCH = 64
 
 
 class Stale(Exception):
-    """A settle the store left alone: a later claim has the job (this claim's hold ran out).
+    """A settle the store left alone: its fence did not match.
 
-    Not an error: nothing of the run is kept, and nothing is told of it; the
-    claim that has the job now settles it.
+    Not an error. This claim's hold ran out and a later claim has the job (or
+    it ended since), and settles it; or, on a CancelStore, the job's cancel was
+    asked first, and the queue ends it cancelled (an accepted cancel wins); or
+    its handler completed it (``jobq.complete``). Whoever is told of it says
+    which, knowing it: a settle's ``Kept``, or ``settle``'s own DEBUG line.
+    ``job``: the job settled, when known.
     """
+
+    def __init__(self, message: str, job: Job | None = None) -> None:
+        super().__init__(message)
+        self.job = job
 
 
 class StoreCalls:
@@ -133,7 +141,7 @@ class StoreCalls:
         at the end; the future fails with it too.
         """
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.settle_then(how, job, functools.partial(_settled, future))
+        self.settle_then(how, job, functools.partial(_settled, future, how, job))
         return future
 
     def settle_then(self, how: Settle, job: Job, kept: Kept) -> None:
@@ -143,7 +151,8 @@ class StoreCalls:
         them), or for the next claim or call, which takes them along: a hop that
         settles a job or two costs as much as one that settles fifty. A
         ``kept`` that raises is logged, and the settles after it are still told;
-        ``flushed`` waits for it.
+        ``flushed`` waits for it. A settle the store left alone is told ``Stale``, and
+        logged by ``kept``, which knows why.
         """
         settles = self._settles
         settles.append((how, job, kept))
@@ -312,13 +321,7 @@ def _fan_out(settles: list[tuple[Settle, Job, Kept]], ok: bool, value: Any) -> N
         elif value is None or job.id in value:
             told = None
         else:
-            say_job(
-                job,
-                logging.DEBUG,
-                f"a stale {how} was not kept: a later claim has the job, and settles it",
-                attempt=job.attempts,
-            )
-            told = Stale(f"job {job.id}'s attempt {job.attempts} is no longer held")
+            told = Stale(f"the store left job {job.id}'s {how} of attempt {job.attempts}", job)
         try:  # a bug in one is logged, and the settles after it are still told
             then(told)
         except Exception as e:
@@ -334,7 +337,16 @@ def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_exception(value)
 
 
-def _settled(future: asyncio.Future[None], error: BaseException | None) -> None:
+def _settled(
+    future: asyncio.Future[None], how: Settle, job: Job, error: BaseException | None
+) -> None:
+    if isinstance(error, Stale):
+        say_job(
+            job,
+            logging.DEBUG,
+            f"a stale {how} was not kept: a later claim has the job, or its cancel was asked",
+            attempt=job.attempts,
+        )
     _resolve(future, error is None, error)
 
 

@@ -59,7 +59,9 @@ def complete(store: Store, result: Any = _NO_RESULT) -> bool:
     it (checked and kept as its return type; ValueDoesNotFit, raised here,
     rolls the transaction back with the rest); for any other, none. Says
     whether the store took it: False when the attempt no longer holds the job
-    (a later claim has it). Outside a handler, raises LookupError.
+    (a later claim has it), or when its cancel was asked before (an accepted
+    cancel wins: the queue ends the job cancelled, the transaction's other
+    writes standing as it commits them). Outside a handler, raises LookupError.
     """
     try:
         job, run = current.get(), completions.get()

@@ -27,7 +27,8 @@ from jobq.job import TRACEBACK_MOST, Job, Outcome, Ran, new_ran
 from jobq.kind import Kind, seconds
 from jobq.log import log, say, say_job
 from jobq.run import Run
-from jobq.store import SnoozeStore
+from jobq.store import CancelStore, SnoozeStore
+from jobq.threads import ThreadExit
 
 __all__ = ["Attempt", "Outcomes", "kept_traceback", "ran"]
 
@@ -72,6 +73,8 @@ class Outcomes:
         # What observe is told of, counted for a TallyStore (see SideTasks.tallies).
         self._counts = run.counts
         self._done_kept: dict[str, Kept] = {}  # by kind: _counted's callbacks
+        # Checked once: an isinstance of a runtime Protocol reads every method, each time.
+        self._cancels = isinstance(run.store, CancelStore)
 
     def finish(self, attempt: Attempt) -> None:
         """Have the store keep an attempt's outcome; then log it, tell on_fail and observe.
@@ -128,16 +131,18 @@ class Outcomes:
                 job.error, job.run_at = _describe(error), again
         context = contextvars.copy_context()
         self._calls.settle_then(
-            how, job, lambda failed: context.run(self._kept, attempt, outcome, failed)
+            how, job, lambda failed: context.run(self._kept, attempt, how, outcome, failed)
         )
 
-    def _kept(self, attempt: Attempt, outcome: Outcome, failed: BaseException | None) -> None:
+    def _kept(
+        self, attempt: Attempt, how: str, outcome: Outcome, failed: BaseException | None
+    ) -> None:
         """The store kept (or ``failed`` to keep) an attempt's outcome: say so, and observe."""
-        if attempt.completed and _was_completed(attempt.job, failed):
-            outcome, attempt.error = Outcome.DONE, None
-        elif failed is not None:
-            # Logged as it failed (a stale settle at DEBUG, by StoreCalls): the hold runs out
-            # and the job runs again, or a later claim has it; that run is observed.
+        if isinstance(failed, Stale):
+            self._left_alone(attempt.job, how, attempt)
+            return
+        if failed is not None:
+            # Logged as it failed (by StoreCalls): the hold runs out and the job runs again.
             return
         job, error = attempt.job, attempt.error
         self._counts.add(job.kind, outcome)
@@ -168,6 +173,7 @@ class Outcomes:
         done one (of a kind that keeps results) with its result, for the kind's retention."""
         job = attempt.job
         attempt.error = None
+        own = job.expires_at  # the job's own: a done one's is its result's retention
         # An expired job ended as its time came, as the store's sweep keeps it too.
         at = job.expires_at if how == "expired" and job.expires_at else datetime.now(UTC)
         if how == "done":
@@ -176,26 +182,100 @@ class Outcomes:
             job.ended, job.failed_at, job.error = how, at, None
         context = contextvars.copy_context()
         kept = self._calls.end(job, not attempt.unrun)
-        kept.add_done_callback(lambda done: context.run(self._ended, attempt, _failure(done)))
+        kept.add_done_callback(
+            lambda done: context.run(self._ended, attempt, how, own, _failure(done))
+        )
 
-    def _ended(self, attempt: Attempt, failed: BaseException | None) -> None:
+    def _ended(
+        self, attempt: Attempt, how: str, own: datetime | None, failed: BaseException | None
+    ) -> None:
         job = attempt.job
-        if attempt.completed and _was_completed(job, failed):
-            job.ended = "done"
-        elif failed is not None:
+        if isinstance(failed, Stale):
+            if how == "done":  # a result's done may be left alone for a cancel asked
+                job.result, job.expires_at = None, own
+                self._left_alone(job, "done", attempt)
+            else:
+                self._stale(job, "end", attempt)
+            return
+        if failed is not None:
             return  # logged as it failed; the hold runs out, and a claim ends it unrun
+        if how == "done":
+            self._done(attempt)
+            return
         if job.at_once or job.one_at_a_time:
             self._wake()
-        if job.ended == "done":
-            self._counts.add(job.kind, Outcome.DONE)
-            self.observe(ran(attempt, Outcome.DONE))
-            return
-        if job.ended == "expired":
+        if how == "expired":
             said, outcome = "a job expired before it started, and will not run", Outcome.EXPIRED
         else:
             said, outcome = "a job was cancelled", Outcome.CANCELLED
         say_job(job, logging.INFO, said, attempt=job.attempts)
         self.observe(ran(attempt, outcome))
+
+    def _left_alone(self, job: Job, how: str, attempt: Attempt | None) -> None:
+        """The store left the settle ``how`` alone: its fence did not match.
+
+        On a CancelStore a cancel accepted before the settle fences it out (an
+        accepted cancel wins), so the job is ended cancelled, as having run;
+        only when that end is left alone too was the settle stale. ``attempt``
+        is None for a done that nobody observes (``_counted``).
+        """
+        if not self._cancels:
+            self._stale(job, how, attempt)
+            return
+        # Its error as the attempt left it (a retry's, a fail's), or its last one.
+        job.ended, job.failed_at = "cancelled", datetime.now(UTC)
+        context = contextvars.copy_context()
+        kept = self._calls.end(job, True)
+        kept.add_done_callback(
+            lambda done: context.run(self._cancel_won, job, how, attempt, _failure(done))
+        )
+
+    def _cancel_won(
+        self, job: Job, how: str, attempt: Attempt | None, failed: BaseException | None
+    ) -> None:
+        """The end of a job whose settle was left alone was kept (it is cancelled), or not."""
+        if isinstance(failed, Stale):
+            self._stale(job, how, attempt)
+            return
+        if failed is not None:
+            return  # logged as it failed; the hold runs out, and a claim ends it unrun
+        say_job(job, logging.INFO, "a job was cancelled", attempt=job.attempts)
+        if attempt is None:
+            return  # nobody observes it, and it has no limit to free (see finish)
+        attempt.error = None
+        if job.at_once or job.one_at_a_time:
+            self._wake()
+        self.observe(ran(attempt, Outcome.CANCELLED))
+
+    def _stale(self, job: Job, how: str, attempt: Attempt | None) -> None:
+        """A settle (or end) the store left alone, and not for a cancel: the handler completed
+        the job in its own transaction, or this claim's hold ran out."""
+        if attempt is not None and attempt.completed:
+            say_job(
+                job,
+                logging.DEBUG,
+                "the job was done in its handler's transaction: the queue's settle changed nothing",
+                attempt=job.attempts,
+            )
+            self._done(attempt)
+            return
+        say_job(
+            job,
+            logging.DEBUG,
+            f"a stale {how} was not kept: the claim's hold ran out, and a later claim has the "
+            "job, or it ended since",
+            attempt=job.attempts,
+        )
+
+    def _done(self, attempt: Attempt) -> None:
+        """Count and observe a run that ended done: kept by the store, by the queue's settle
+        or the handler's own."""
+        job = attempt.job
+        attempt.error = None
+        self._counts.add(job.kind, Outcome.DONE)
+        if job.at_once or job.one_at_a_time:
+            self._wake()
+        self.observe(ran(attempt, Outcome.DONE))
 
     def _counted(self, kind: str) -> Kept:
         """A done settle's callback that nobody observes: it counts the run once the store
@@ -203,10 +283,13 @@ class Outcomes:
         counted = self._done_kept.get(kind)
         if counted is None:
             done = self._counts.done
+            left_alone = self._left_alone
 
             def counted(failed: BaseException | None) -> None:
                 if failed is None:
                     done(kind)
+                elif isinstance(failed, Stale) and failed.job is not None:
+                    left_alone(failed.job, "done", None)
 
             self._done_kept[kind] = counted
         return counted
@@ -275,13 +358,17 @@ class Outcomes:
                 context = contextvars.copy_context()
                 thread = self._handler_threads.call(context, on_fail, attempt.value, error)
                 await asyncio.wait_for(thread, timeout)
-        except Exception as e:
+        except asyncio.CancelledError:
+            raise  # the run's own cancel: a stop
+        except BaseException as e:  # the app's function: whatever it raises, as a handler's
+            if isinstance(e, ThreadExit):
+                e = e.raised  # the GeneratorExit its thread raised
             say_job(
                 job,
                 logging.ERROR,
                 "on_fail failed",
                 trace=e,
-                err=e,
+                err=_describe(e),
             )
 
     def observe(self, told: Ran) -> None:
@@ -314,7 +401,7 @@ def _failure(done: asyncio.Future[Any]) -> BaseException | None:
         return asyncio.CancelledError()
     error = done.exception()
     if error is None and done.result() is False:
-        return Stale("a later claim has the job")
+        return Stale("the store left the job alone: its fence did not match")
     return error
 
 
@@ -332,20 +419,6 @@ def _result_of(attempt: Attempt) -> Permanent | None:
             f"as failed, not run again: fix what the handler returns, or its return annotation"
         )
     return None
-
-
-def _was_completed(job: Job, failed: BaseException | None) -> bool:
-    """Whether a job its handler completed (``jobq.complete``) was done in a transaction that
-    committed: the run's own settle was then fenced out, and changed nothing."""
-    if not isinstance(failed, Stale):
-        return False  # kept by this settle: the handler's transaction rolled back
-    say_job(
-        job,
-        logging.DEBUG,
-        "the job was done in its handler's transaction: the queue's settle changed nothing",
-        attempt=job.attempts,
-    )
-    return True
 
 
 def _next_run(kind: Kind[Any], attempt: int, now: datetime) -> tuple[datetime | None, str]:
@@ -391,7 +464,7 @@ def _describe(error: BaseException) -> str:
     text = str(error)
     if isinstance(error, Permanent) and error.__cause__ is not None:
         text = f"{text}: {error.__cause__}"
-    if isinstance(error, SystemExit | KeyboardInterrupt):  # sys.exit(0) says only "0"
+    if not isinstance(error, Exception):  # sys.exit(0) says only "0"; GeneratorExit nothing
         return f"{type(error).__name__}: {text}" if text else type(error).__name__
     return text or type(error).__name__
 
@@ -409,4 +482,10 @@ def _log_failure(
     if error is not None and not shown:
         values["type"] = type(error).__qualname__
     values["err"] = _describe(error) if error is not None else ""
-    say_job(job, level, message, trace=error if shown else None, error=error, **values)
+    trace = error if shown else None
+    if isinstance(error, Permanent | ValueDoesNotFit):
+        # Its message says why (in err): its traceback would be jobq's own frames and the
+        # message again. A cause the handler raised keeps its own frames.
+        cause = error.__cause__
+        trace = cause if cause is not None and cause.__traceback__ is not None else None
+    say_job(job, level, message, trace=trace, error=error, **values)

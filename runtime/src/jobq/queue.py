@@ -340,7 +340,9 @@ class Queue:
         cancelled at its next ``await``, a plain function sees
         ``jobq.cancelled()``. It is settled as cancelled, never retried, and
         ``on_fail`` is not called. A cancel that races the job's end leaves the
-        outcome the store kept first: a job that ended first says False.
+        outcome the store kept first: a job that ended first says False. An
+        accepted cancel wins: once this says True, the job ends cancelled,
+        whatever its handler then does (returns, raises, or ``jobq.complete``).
         """
         store: CancelStore = _extra(self.store, CancelStore, "cancel jobs")
         return self._cancelled(store.cancel(id, datetime.now(UTC)))

@@ -84,6 +84,7 @@ class Store(Protocol):
         Each settle says whether its fence matched: the queue tells ``observe``
         and ``on_fail`` only of the outcomes the store kept. (A store written
         before settles said so returns None, which the queue reads as kept.)
+        A ``CancelStore`` fences each settle by a cancel asked too (see there).
         """
         ...
 
@@ -127,6 +128,13 @@ class CancelStore(FailedStore, Protocol):
     ``failed_at`` when. ``failed()`` lists the failed only, ``cancelled()`` the
     other two; ``run_again`` takes a job of either list; the prune deletes each
     when it is old enough.
+
+    An accepted cancel wins: once ``cancel`` said "cancelled" or "asked", the
+    job ends cancelled, whatever its handler then does. So a settle of a job
+    whose ``cancel_asked`` is set (``done``, ``retry``, ``fail``,
+    ``settle_many``, and ``end`` as "done") changes nothing and says it kept
+    nothing, as a stale settle does; its queue then ends it cancelled with
+    ``end``. ``renew`` still renews it: its handler runs on.
     """
 
     def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
@@ -141,7 +149,10 @@ class CancelStore(FailedStore, Protocol):
         "asked". From then on ``asked`` names it, and a claim gives it back
         with ``cancel_asked`` set (its queue ends it unrun). A job that has ended, or
         that the store never had, is left as it is: None. Of a cancel racing a
-        claim or a settle, the one the store kept first holds.
+        claim or a settle, the one the store kept first holds: a settle kept
+        first ended the job (None); a cancel kept first ("asked") fences out the
+        claim's settle, which keeps nothing and says so, and the claim's queue
+        ends the job cancelled, its handler having run (``end``).
         """
         ...
 
@@ -152,10 +163,13 @@ class CancelStore(FailedStore, Protocol):
         As ``fail`` does, but for the end it names, and keeping the job's error
         as its last attempt left it when ``job.error`` is None. ``ran``: whether
         its handler ran; if not, the attempt its claim added is taken back
-        (a job ended as it would have started). Fenced as
+        (a job ended as it would have started). Fenced by its claim as
         ``done`` is: a job a later claim has taken since is left alone, and it
-        says False. The queue ends so a job whose cancel was asked as it ran,
-        or was claimed with ``cancel_asked`` set or past its ``expires_at``.
+        says False; an end as "done" is fenced by a cancel asked too, as
+        ``done`` is, and an end as "cancelled" or "expired" is not. The queue
+        ends so a job whose cancel was asked as it ran (its settle then left
+        alone, or its cancel heard before its handler ended), or that was
+        claimed with ``cancel_asked`` set or past its ``expires_at``.
         """
         ...
 
@@ -279,7 +293,8 @@ class ResultStore(StatusStore, CancelStore, Protocol):
     ``end`` takes a fourth end, "done": the job is kept as done at
     ``job.failed_at``, with ``job.result`` (its handler's return value, as
     JSON) until ``job.expires_at`` (the kind's retention), its last error as
-    its last failed attempt left it, fenced as ``done`` is. No claim takes it;
+    its last failed attempt left it, fenced as ``done`` is (by its claim, and by
+    a cancel asked). No claim takes it;
     ``status`` says "done" with the result; ``failed()`` and ``cancelled()``
     do not list it, ``run_again`` and ``discard`` leave it, ``stats`` counts
     it as ``done``. Kinds that keep no results settle with ``done``, as before:

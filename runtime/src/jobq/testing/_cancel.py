@@ -7,7 +7,15 @@ from datetime import timedelta
 import pytest
 
 from jobq.job import Job
-from jobq.store import CancelStore, StatsStore, Store
+from jobq.store import (
+    BatchStore,
+    CancelStore,
+    RenewStore,
+    ResultStore,
+    StatsStore,
+    StatusStore,
+    Store,
+)
 from jobq.testing._support import FAR, at, at_once, brief, claimed_now, job, keyed_store
 
 __all__ = ["CancelStorePromises"]
@@ -17,6 +25,27 @@ def _cancel_store(store: Store) -> CancelStore:
     if not isinstance(store, CancelStore):
         pytest.skip("the store is not a CancelStore")
     return store
+
+
+def _asked(store: CancelStore, pushed: Job) -> Job:
+    """Push ``pushed``, claim it at 0 (held until 300), and have its cancel asked at 10."""
+    store.push(pushed)
+    claimed = claimed_now(store, pushed)
+    assert store.cancel(pushed.id, at(10)) == "asked"
+    return claimed
+
+
+def _still_held(store: CancelStore, claimed: Job) -> None:
+    """``claimed``'s job is as its claim left it: held, its cancel asked, not ended; then its
+    claim ends it cancelled, as the queue does, and it is listed so."""
+    assert store.asked([claimed.id]) == [claimed.id], "held, its cancel asked, not ended"
+    assert store.claim(at(200), at(500)) is None, "not put back: its claim still holds it"
+    assert store.failed() == [], "not failed"
+    claimed.ended, claimed.failed_at = "cancelled", at(20)
+    assert store.end(claimed, ran=True) is True, "its claim ends it cancelled"
+    assert [(j.id, j.ended, j.failed_at) for j in store.cancelled()] == [
+        (claimed.id, "cancelled", at(20))
+    ]
 
 
 def _failed(store: Store, pushed: Job, when: float = 0) -> Job:
@@ -78,10 +107,12 @@ class CancelStorePromises:
         assert cancelling.cancel(running.id, at(10)) == "asked", "held at 10: asked, not ended"
         assert cancelling.cancel(running.id, at(20)) == "asked", "asked again: still running"
         assert cancelling.asked([claimed.id, claimed_other.id]) == [running.id]
-        assert cancelling.cancelled() == [], "not ended until its claim settles it"
-        assert store.done(claimed) is True, "its claim still holds it: the job ran to its end"
+        assert cancelling.cancelled() == [], "not ended until its claim ends it"
+        claimed.ended, claimed.failed_at = "cancelled", at(25)
+        assert cancelling.end(claimed, ran=True) is True, "its claim still holds it"
         assert cancelling.asked([claimed.id]) == [], "an ended job is asked of no more"
-        assert cancelling.cancel(running.id, at(30)) is None, "a done job is not cancelled"
+        assert cancelling.cancel(running.id, at(30)) is None, "an ended job is not cancelled"
+        assert store.done(claimed_other) is True, "a job whose cancel nobody asked is done"
 
     def test_a_claim_gives_back_a_cancel_asked_before_its_hold_ran_out(self, store: Store) -> None:
         cancelling = _cancel_store(store)
@@ -222,7 +253,8 @@ class CancelStorePromises:
                 assert said == "asked", "the claim came first: the cancel is its to act on"
                 assert isinstance(claimed, Job)
                 assert cancelling.asked([pushed.id]) == [pushed.id]
-                assert store.done(claimed)
+                claimed.ended, claimed.failed_at = "cancelled", at(10 * n + 1)
+                assert cancelling.end(claimed, ran=True)
             cancelling.discard()
             assert store.claim(FAR, FAR + timedelta(minutes=5)) is None
 
@@ -237,10 +269,107 @@ class CancelStorePromises:
                 return store.done(claimed) if i == 0 else cancelling.cancel(claimed.id, at(now))
 
             done, said = at_once(2, race)
-            assert done is True, "a cancel asks a running job; it does not end it"
-            assert said in ("asked", None), "asked before the done, or the job had ended"
-            assert cancelling.cancelled() == []
-            assert store.claim(FAR, FAR + timedelta(minutes=5)) is None, "done and gone"
+            if said == "asked":
+                assert done is False, "asked first: an accepted cancel wins, the done keeps nothing"
+                claimed.ended, claimed.failed_at = "cancelled", at(10 * n + 2)
+                assert cancelling.end(claimed, ran=True), "its claim ends it cancelled"
+                assert [j.id for j in cancelling.cancelled()] == [pushed.id]
+            else:
+                assert (done, said) == (True, None), "done first: the cancel finds it ended"
+                assert cancelling.cancelled() == []
+            cancelling.discard()
+            assert store.claim(FAR, FAR + timedelta(minutes=5)) is None, "ended, or done and gone"
+
+    def test_a_done_settle_after_an_accepted_cancel_keeps_nothing(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        claimed = _asked(cancelling, job())
+        assert store.done(claimed) is False, "an accepted cancel wins: the done keeps nothing"
+        _still_held(cancelling, claimed)
+
+    def test_a_retry_after_an_accepted_cancel_keeps_nothing(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        claimed = _asked(cancelling, job())
+        claimed.run_at, claimed.error = at(100), "timed out"
+        assert store.retry(claimed) is False, "an accepted cancel wins: no backoff to wait out"
+        _still_held(cancelling, claimed)
+        [ended] = cancelling.cancelled()
+        assert ended.error == "timed out", "the error its attempt left"
+
+    def test_a_fail_after_an_accepted_cancel_keeps_nothing(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        claimed = _asked(cancelling, job())
+        claimed.error, claimed.failed_at = "refused", at(15)
+        assert store.fail(claimed) is False, "an accepted cancel wins: not failed for good"
+        _still_held(cancelling, claimed)
+
+    def test_a_batch_settle_keeps_nothing_of_a_job_whose_cancel_was_accepted(
+        self, store: Store
+    ) -> None:
+        cancelling = _cancel_store(store)
+        if not isinstance(store, BatchStore):
+            pytest.skip("the store is not a BatchStore")
+        for n, how in enumerate(("done", "retry", "fail")):
+            asked, other = job(kind="asked"), job(kind="other")
+            store.push(asked)
+            store.push(other)
+            claimed = store.claim_many(at(0), at(300), 2)
+            assert sorted(j.id for j in claimed) == sorted([asked.id, other.id])
+            assert cancelling.cancel(asked.id, at(10)) == "asked"
+            for j in claimed:
+                j.run_at, j.error, j.failed_at = FAR + timedelta(days=n), "refused", at(15)
+            kept = store.settle_many(**{how: claimed})
+            assert kept == [other.id], f"{how}: the job whose cancel was asked is left alone"
+            assert cancelling.asked([asked.id]) == [asked.id], f"{how}: still held, not ended"
+            [ending] = [j for j in claimed if j.id == asked.id]
+            ending.ended, ending.failed_at = "cancelled", at(20)
+            assert cancelling.end(ending, ran=True) is True, "its claim ends it cancelled"
+            assert [j.id for j in cancelling.cancelled()] == [asked.id]
+            cancelling.discard()
+
+    def test_an_end_as_done_after_an_accepted_cancel_keeps_nothing(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        if not isinstance(store, ResultStore):
+            pytest.skip("the store is not a ResultStore: it ends no job done")
+        claimed = _asked(cancelling, job(kind="invoice"))
+        claimed.ended, claimed.failed_at = "done", at(15)
+        claimed.result, claimed.expires_at = '{"receipt":"R-1"}', at(90000)
+        assert store.end(claimed, ran=True) is False, "an accepted cancel wins: not kept done"
+        claimed.result, claimed.expires_at = None, None
+        _still_held(cancelling, claimed)
+        state = store.status(claimed.id, at(30))
+        assert state is not None
+        assert state.job is not None
+        assert (state.state, state.job.result) == ("cancelled", None), "no result kept"
+
+    def test_a_job_whose_settle_kept_nothing_is_ended_cancelled_by_its_claim(
+        self, store: Store
+    ) -> None:
+        cancelling = _cancel_store(store)
+        claimed = _asked(cancelling, job(kind="export"))
+        assert store.done(claimed) is False
+        claimed.ended, claimed.failed_at, claimed.error = "cancelled", at(20), None
+        assert cancelling.end(claimed, ran=True) is True
+        [ended] = cancelling.cancelled()
+        assert (ended.id, ended.ended, ended.failed_at, ended.attempts) == (
+            claimed.id,
+            "cancelled",
+            at(20),
+            1,
+        ), "cancelled when its claim ended it, the attempt that ran counted"
+        if isinstance(store, StatusStore):
+            state = store.status(claimed.id, at(30))
+            assert state is not None
+            assert (state.state, state.since) == ("cancelled", at(20))
+        assert cancelling.asked([claimed.id]) == [], "ended: asked of no more"
+        assert store.claim(FAR, FAR + timedelta(minutes=5)) is None, "an ended job never runs"
+
+    def test_a_job_whose_cancel_was_asked_is_still_renewed(self, store: Store) -> None:
+        cancelling = _cancel_store(store)
+        if not isinstance(store, RenewStore):
+            pytest.skip("the store is not a RenewStore")
+        claimed = _asked(cancelling, job())
+        assert store.renew([claimed], at(600)) == [claimed.id], "its handler still runs"
+        assert store.claim(at(400), at(700)) is None, "held until 600 now"
 
     def test_end_keeps_a_claimed_job_cancelled_or_expired_with_its_last_error(
         self, store: Store
@@ -329,9 +458,7 @@ class CancelStorePromises:
         assert unique.push_unique(second) is True, "the next push of the key is a new job"
         assert second.id != first.id
 
-    def test_a_cancel_racing_a_retry_ends_the_job_or_rides_with_it_to_its_next_claim(
-        self, store: Store
-    ) -> None:
+    def test_a_cancel_racing_a_retry_ends_the_job_cancelled_either_way(self, store: Store) -> None:
         cancelling = _cancel_store(store)
         for n in range(5):
             pushed = job()
@@ -343,15 +470,14 @@ class CancelStorePromises:
                 return store.retry(claimed) if i == 0 else cancelling.cancel(claimed.id, at(now))
 
             retried, said = at_once(2, race)
-            assert retried is True, "a cancel asks a running job; it does not end it"
-            again = store.claim(at(1000 * n + 10), at(1000 * n + 310))
             if said == "cancelled":
-                assert again is None, "retried first, then cancelled as it waited: never runs"
+                assert retried is True, "retried first, then cancelled as it waited"
             else:
-                assert said == "asked"
-                assert again is not None, "asked first, then retried: its next claim has it..."
-                assert again.cancel_asked == at(1000 * n + 1), "...with the ask, to end it unrun"
-                again.ended, again.failed_at = "cancelled", at(1000 * n + 10)
-                assert cancelling.end(again, ran=False)
+                assert (retried, said) == (False, "asked"), (
+                    "asked first: an accepted cancel wins, the retry keeps nothing"
+                )
+                claimed.ended, claimed.failed_at = "cancelled", at(1000 * n + 2)
+                assert cancelling.end(claimed, ran=True), "its claim ends it cancelled at once"
+            assert store.claim(at(1000 * n + 10), at(1000 * n + 310)) is None, "it never runs"
             assert [j.id for j in cancelling.cancelled()] == [pushed.id]
             cancelling.discard()

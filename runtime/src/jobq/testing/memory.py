@@ -229,7 +229,7 @@ class MemoryStore:
 
     def end(self, job: Job, ran: bool) -> bool:
         with self._lock:
-            row = self._claimed(job)
+            row = self._claimed(job) if job.ended != "done" else self._settled(job)
             if row is None:
                 return False
             self._let_go(row)
@@ -628,8 +628,16 @@ class MemoryStore:
         self._wait(row)
         return True
 
-    def _done(self, job: Job) -> bool:
+    def _settled(self, job: Job) -> _Row | None:
+        """The row a settle of ``job`` may change: its claim still has it, and no cancel was
+        asked of it (an accepted cancel wins: the queue then ends the job cancelled)."""
         row = self._claimed(job)
+        if row is None or row.job.cancel_asked is not None:
+            return None
+        return row
+
+    def _done(self, job: Job) -> bool:
+        row = self._settled(job)
         if row is None:
             return False
         self._let_go(row)
@@ -637,7 +645,7 @@ class MemoryStore:
         return True
 
     def _retry(self, job: Job) -> bool:
-        row = self._claimed(job)
+        row = self._settled(job)
         if row is None:
             return False
         self._let_go(row)
@@ -647,7 +655,7 @@ class MemoryStore:
         return True
 
     def _fail(self, job: Job) -> bool:
-        row = self._claimed(job)
+        row = self._settled(job)
         if row is None:
             return False
         self._let_go(row)
