@@ -241,3 +241,52 @@ def test_every_line_the_runner_logs_about_a_job_says_what_it_carried() -> None:
         and "job" in {k.arg for k in node.keywords}
     ]
     assert missing == [], f"lines about a job through say, not say_job: {missing}"
+
+
+# What a line must never show raw: C0 and C1 controls, bidi embeddings, overrides and isolates.
+_UNSAFE = {*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0)), *"\u202a\u202b\u202c\u202d\u202e"}
+_UNSAFE |= set("\u2066\u2067\u2068\u2069")
+
+
+@pytest.mark.parametrize(
+    "carried_id",
+    ["abc\x1b[31mred\u202eevil", "x" * 5000],
+    ids=["escapes and bidi", "over 4 KB"],
+)
+def test_a_carried_value_the_queue_refuses_is_never_written_raw_in_its_jobs_log_lines(
+    carried_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store, carry=[CarryRequestID()])
+
+    @q.kind("upload", attempts=2, backoff=lambda _: 0)
+    async def upload(job: int) -> None:
+        raise ValueError("the service said no")
+
+    now = datetime.now(UTC)
+    store.push(jobq.Job(kind="upload", payload="1", run_at=now, carried={"request_id": carried_id}))
+    with caplog.at_level(logging.DEBUG, logger="jobq"):
+        assert q.drain() == 2
+    assert len(store.failed()) == 1
+    lines = [r for r in caplog.records if r.name == "jobq"]
+    assert any("will run again" in r.getMessage() for r in lines)
+    assert any("not plain" in r.getMessage() for r in lines)
+    standard = set(vars(logging.makeLogRecord({})))  # a traceback's lines are the formatter's
+    for record in lines:
+        extra = [str(v) for k, v in vars(record).items() if k not in standard]
+        texts = [record.getMessage(), *extra]
+        for text in texts:
+            assert not _UNSAFE & set(text), f"a raw control or bidi character: {text!r}"
+            assert carried_id not in text, f"the refused value, raw: {text[:200]!r}"
+
+
+def test_every_text_of_a_log_line_is_escaped_in_the_line_and_on_the_record(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from jobq.log import say
+
+    with caplog.at_level(logging.INFO, logger="jobq"):
+        say(logging.INFO, "a line", err=ValueError("a\x1b[2Jb"), key="\u2066x\x85", plain="ok")
+    [record] = caplog.records
+    assert record.getMessage() == 'a line err="a\\u001b[2Jb" key="\\u2066x\\u0085" plain=ok'
+    assert (record.err, record.key, record.plain) == ("a\\u001b[2Jb", "\\u2066x\\u0085", "ok")  # type: ignore[attr-defined]

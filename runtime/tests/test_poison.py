@@ -11,6 +11,7 @@ import logging
 import math
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
@@ -112,10 +113,13 @@ async def _until(what: Callable[[], bool]) -> None:
     [
         ({"timeout": math.nan}, "timeout must be more than 0 seconds, not nan"),
         ({"timeout": math.inf}, "timeout must be more than 0 seconds, not inf"),
-        ({"attempts": 2.5}, "attempts must be a whole number, 1 or more, not 2.5"),
-        ({"attempts": True}, "attempts must be a whole number, 1 or more, not True"),
-        ({"at_once": 1.5}, "at_once must be a whole number, 1 or more (0 for no limit), not 1.5"),
-        ({"priority": 0.5}, "priority must be a whole number, not 0.5"),
+        ({"attempts": 2.5}, "attempts must be a whole number, 1 to 2147483647, not 2.5"),
+        ({"attempts": True}, "attempts must be a whole number, 1 to 2147483647, not True"),
+        (
+            {"at_once": 1.5},
+            "at_once must be a whole number, 1 to 2147483647 (0 for no limit), not 1.5",
+        ),
+        ({"priority": 0.5}, "priority must be a whole number, -2147483648 to 2147483647, not 0.5"),
     ],
     ids=["timeout nan", "timeout inf", "attempts 2.5", "attempts True", "at_once 1.5", "priority"],
 )
@@ -205,3 +209,142 @@ def test_a_handler_that_raises_cancelled_error_fails_its_attempt_saying_so(
     )
     assert any("raised asyncio.CancelledError" in r.getMessage() for r in caplog.records)
     assert not any("lost" in r.getMessage() for r in caplog.records)
+
+
+class Boom(BaseException):
+    """A library's own BaseException, as gevent's or trio's are."""
+
+
+def _boom() -> None:
+    raise Boom("the library gave up")
+
+
+def _generator_exit() -> None:
+    raise GeneratorExit
+
+
+BASE_EXCEPTIONS: list[tuple[Callable[[], None], str]] = [
+    (_boom, "Boom: the library gave up"),
+    (_generator_exit, "GeneratorExit"),
+]
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async def", "def"])
+@pytest.mark.parametrize(("escape", "kept"), BASE_EXCEPTIONS, ids=["Boom", "GeneratorExit"])
+def test_a_handlers_base_exception_fails_its_attempt_with_its_error_kept_and_is_retried(
+    escape: Callable[[], None], kept: str, is_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+    tries: list[int] = []
+
+    async def bad_async(n: int) -> None:
+        tries.append(n)
+        escape()
+
+    def bad_def(n: int) -> None:
+        tries.append(n)
+        escape()
+
+    bad = q.handle("bad", bad_async if is_async else bad_def, attempts=2, backoff=lambda _: 0)
+    bad.push(7)
+    with caplog.at_level(logging.WARNING, logger="jobq"):
+        assert q.drain() == 2  # its first attempt, retried as usual, and its last
+    assert tries == [7, 7]
+    [failed] = store.failed()
+    assert (failed.attempts, failed.error) == (2, kept)
+    assert failed.traceback is not None
+    assert kept.split(":")[0] in failed.traceback
+    said = [r.getMessage() for r in caplog.records]
+    assert any("will run again" in line and kept in line for line in said), said
+    assert not any("lost" in line for line in said), said
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async def", "def"])
+@pytest.mark.parametrize(("escape", "kept"), BASE_EXCEPTIONS, ids=["Boom", "GeneratorExit"])
+def test_an_on_fails_base_exception_is_logged_and_the_queue_runs_on(
+    escape: Callable[[], None], kept: str, is_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    told: list[jobq.Outcome] = []
+    q = jobq.Queue(MemoryStore(), observe=lambda ran: told.append(ran.outcome))
+
+    async def on_fail_async(n: int, error: BaseException) -> None:
+        escape()
+
+    def on_fail_def(n: int, error: BaseException) -> None:
+        escape()
+
+    async def bad(n: int) -> None:
+        raise jobq.Permanent("refused")
+
+    async def fine(n: int) -> None: ...
+
+    q.handle("bad", bad, on_fail=on_fail_async if is_async else on_fail_def)
+    q.handle("fine", fine).push(1)
+    q.kinds["bad"].push(7)
+    with caplog.at_level(logging.ERROR, logger="jobq"):
+        assert q.drain() == 2
+    assert sorted(told, key=str) == sorted([jobq.Outcome.FAILED, jobq.Outcome.DONE], key=str)
+    [said] = [r.getMessage() for r in caplog.records if "on_fail failed" in r.getMessage()]
+    assert kept.split(":")[0] in said
+
+
+def _failed_for_good(caplog: pytest.LogCaptureFixture) -> logging.LogRecord:
+    [record] = [r for r in caplog.records if "failed for good" in r.getMessage()]
+    return record
+
+
+def test_a_permanent_failure_logs_one_line_with_its_reason_and_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    q = jobq.Queue(MemoryStore())
+
+    @q.kind("mail")
+    async def mail(n: int) -> None:
+        raise jobq.Permanent("no such user")
+
+    mail.push(1)
+    with caplog.at_level(logging.WARNING, logger="jobq"):
+        assert q.drain() == 1
+    record = _failed_for_good(caplog)
+    assert record.exc_info is None
+    assert caplog.text.count("no such user") == 1
+
+
+def test_a_permanent_failure_with_a_cause_logs_the_causes_frames_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    q = jobq.Queue(MemoryStore())
+
+    @q.kind("mail")
+    async def mail(n: int) -> None:
+        users: dict[str, int] = {}
+        try:
+            users["ann"]
+        except KeyError as e:
+            raise jobq.Permanent("no such user") from e
+
+    mail.push(1)
+    with caplog.at_level(logging.WARNING, logger="jobq"):
+        assert q.drain() == 1
+    record = _failed_for_good(caplog)
+    assert record.exc_info is not None
+    assert isinstance(record.exc_info[1], KeyError)
+    assert "jobq" + "/attempt.py" not in caplog.text  # no frame of the queue's own
+
+
+def test_a_value_that_does_not_fit_logs_one_line_with_its_reason_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+
+    @q.kind("mail")
+    async def mail(n: int) -> None: ...
+
+    store.push(jobq.Job(kind="mail", payload='"one"', run_at=datetime.now(UTC)))
+    with caplog.at_level(logging.WARNING, logger="jobq"):
+        assert q.drain() == 1
+    record = _failed_for_good(caplog)
+    assert record.exc_info is None
+    assert caplog.text.count("its value does not fit") == 1

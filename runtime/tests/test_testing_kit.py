@@ -192,3 +192,14 @@ async def test_inline_runs_an_async_push_in_the_pushing_task_and_a_plain_one_bes
         assert ran == [1, 2]
         await mail.apush_many([3])
         assert ran == [1, 2, 3]
+
+
+def test_importing_jobq_testing_without_pytest_says_in_one_line_how_to_install_it() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['pytest'] = None; import jobq.testing"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "ModuleNotFoundError: jobq.testing needs pytest: pip install 'jobq[testing]'"

@@ -28,18 +28,20 @@ from jobq.log import say_job
 from jobq.outcome import Attempt, Outcomes, ran
 from jobq.putback import PutBack
 from jobq.run import Run
+from jobq.threads import ThreadExit
 
 __all__ = ["Attempts"]
 
 # A limiter that fails holds its job back this long, rather than let it past the limit.
 _LIMITER_DOWN = timedelta(seconds=10)
 
-# What a handler raises that fails its attempt. SystemExit and KeyboardInterrupt
-# too: raised in a handler (sys.exit in a library, say) they are its failure, and
-# left to asyncio they would end the whole queue, or leave it dead while the app
-# serves. CancelledError is not among them: a cancel is the queue's own (a stop,
-# a deadline), handled where the handler is awaited.
-_ESCAPES = (Exception, SystemExit, KeyboardInterrupt)
+# A handler's own exception fails its attempt, whatever it derives from:
+# SystemExit, KeyboardInterrupt, GeneratorExit, a BaseException of a library's
+# own. Left to asyncio, one would end the job's task with the job still claimed
+# (it runs again at each hold's end, its error never kept), or end the whole
+# queue. Only CancelledError is not the handler's: a cancel is the queue's own (a
+# stop, a deadline), handled where the handler is awaited, ahead of these
+# ``except BaseException`` clauses.
 
 
 class Attempts:
@@ -149,7 +151,7 @@ class Attempts:
                     timed_out = TimeoutError(f"the job took longer than its timeout, {timeout:g}s")
                     timed_out.__cause__ = e
                     attempt.error = timed_out
-            except _ESCAPES as e:  # the handler's own: it fails its attempt, not the queue
+            except BaseException as e:  # the handler's own: it fails its attempt, not the queue
                 attempt.error = e
             finally:
                 ends.end()
@@ -194,7 +196,11 @@ class Attempts:
             attempt.error = e
             attempt.ended = time.monotonic()
             await self._outlive(e.thread, attempt)
-        except _ESCAPES as e:  # the handler's own: it fails its attempt, not the queue
+        except asyncio.CancelledError:
+            raise  # the run's own cancel (a handler's own is a _RaisedCancel by now)
+        except ThreadExit as e:
+            attempt.error = e.raised  # the handler's own GeneratorExit, as an async def's
+        except BaseException as e:  # the handler's own: it fails its attempt, not the queue
             attempt.error = e
         if not attempt.ended:
             attempt.ended = time.monotonic()
@@ -218,8 +224,10 @@ class Attempts:
         try:
             await asyncio.shield(thread)
             err = ""
-        except _ESCAPES as e:
-            err = str(e)
+        except asyncio.CancelledError:
+            raise  # the run's own cancel
+        except BaseException as e:  # the thread's own: it came to this
+            err = str(e) or type(e).__name__
         say_job(
             job,
             logging.WARNING,

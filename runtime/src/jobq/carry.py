@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from jobq.errors import CarryTooLarge
+from jobq.log import plain as _plain
 from jobq.log import say
 
 __all__ = ["CARRY_LIMIT", "Carrier", "carried", "restore"]
@@ -97,7 +98,3 @@ def restore(
                 "a carrier did not restore what the job carried; the job runs without it",
                 also={**log, "carrier": type(carrier).__name__, "err": e},
             )
-
-
-def _plain(text: str) -> bool:
-    return len(text) <= CARRY_LIMIT and text.isprintable()

@@ -19,11 +19,25 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HandlerThreads"]
+__all__ = ["HandlerThreads", "ThreadExit"]
 
 # A call's future, and what it came to: (result, None) or (None, its error).
 _Ended = tuple["asyncio.Future[Any]", Any, BaseException | None]
 _Call = tuple["asyncio.Future[Any]", contextvars.Context, Callable[..., Any], tuple[Any, ...]]
+
+
+class ThreadExit(Exception):
+    """A call in a thread raised GeneratorExit, kept as ``raised``: the future has this instead.
+
+    A future's GeneratorExit would be thrown into the task awaiting it, and a
+    coroutine's ``throw`` of GeneratorExit closes what the coroutine awaits and
+    raises in its own frame: only the task's outermost coroutine would see it,
+    past every ``except`` in the frames between.
+    """
+
+    def __init__(self, raised: GeneratorExit) -> None:
+        super().__init__(str(raised) or type(raised).__name__)
+        self.raised = raised
 
 
 class HandlerThreads:
@@ -85,6 +99,8 @@ class HandlerThreads:
     ) -> None:
         try:
             self._ended.append((future, context.run(fn, *args), None))
+        except GeneratorExit as error:
+            self._ended.append((future, None, ThreadExit(error)))
         except BaseException as error:  # the awaiting task raises it, as asyncio would
             self._ended.append((future, None, error))
         # Put on the list first, then look: a wake seen on its way has not yet

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import typing
 from collections.abc import Callable
 from typing import Any, Generic, NoReturn, TypeVar
@@ -131,7 +132,7 @@ class Codec(Generic[T]):
             raise ValueDoesNotFit(
                 f"kind {self.kind!r} takes {_name(self.type)}, and {_short(value)} is not one: "
                 f"{said}"
-            ) from e
+            ) from None  # its message says it all: not a chain into pydantic
         return data
 
     def decode(self, payload: str) -> T:
@@ -139,8 +140,19 @@ class Codec(Generic[T]):
         return self._validator.validate_json(payload)  # type: ignore[no-any-return]
 
 
+# What pydantic's serializer warns of a part that is not its type, raised as an error:
+# "Pydantic serializer warnings: PydanticSerializationUnexpectedValue(Expected `str` -
+# serialized value may not be as expected [field_name='to', input_value=3, input_type=int])".
+_UNEXPECTED = re.compile(
+    r"Expected `(?P<expected>[^`]+)`.*?\[(?:field_name='(?P<field>[^']*)', )?"
+    r"input_value=.*, input_type=(?P<got>[^\]]+)\]",
+    re.DOTALL,
+)
+
+
 def _one_line(error: Exception) -> str:
-    """A validation error's first problem, or another error's message, as one line."""
+    """A validation error's first problem, or another error's message, as one line: for
+    a part the serializer did not expect, where it is and its type, not pydantic's words."""
     if isinstance(error, pydantic.ValidationError):
         problems = error.errors(include_url=False, include_input=False)
         if problems:
@@ -148,6 +160,10 @@ def _one_line(error: Exception) -> str:
             at = ".".join(str(part) for part in first["loc"])
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             return f"{at + ': ' if at else ''}{first['msg']}{more}"
+    unexpected = _UNEXPECTED.search(str(error))
+    if unexpected is not None:
+        field, expected, got = unexpected.group("field", "expected", "got")
+        return f"{field + ': ' if field else ''}expected {expected}, not {got}"
     return " ".join(str(error).split())
 
 

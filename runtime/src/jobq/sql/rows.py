@@ -219,11 +219,17 @@ def stats(found: Iterable[Sequence[Any]]) -> list[KindStats]:
 
 def row_id(given: str) -> int | None:
     """``given`` as the integer ID a store's table keeps, or None when no table gives it out
-    (not a decimal number, or past what a BIGINT holds): it names no job."""
-    if not (given.isascii() and given.isdecimal()):
+    (not a decimal number, or past what a signed 64-bit BIGINT holds): it names no job.
+
+    Its length is checked before ``int`` reads it: past 4,300 digits ``int`` raises
+    ValueError, and an ID from outside (a URL, a command's argument) may be any length."""
+    if not (len(given) <= _ID_DIGITS and given.isascii() and given.isdecimal()):
         return None
     id = int(given)
     return id if id < 2**63 else None
+
+
+_ID_DIGITS = len(str(2**63 - 1))  # 19: the most a BIGINT's IDs have
 
 
 def ids(given: Iterable[str]) -> list[int]:
@@ -282,15 +288,20 @@ def status(found: Sequence[Sequence[Any]], now: datetime) -> Status | None:
         return None
     row = found[0]
     job_ = job(row[:_WIDTH])
-    held_until, claimed_at = row[_WIDTH], row[_WIDTH + 1]
+    # Read as a job's columns are: one that does not read makes the job unreadable, never
+    # the status (nor the list it is one row of).
+    said: list[str] = []
+    held_until = _time(row[_WIDTH], "held_until", said)
+    claimed_at = _time(row[_WIDTH + 1], "claimed_at", said)
     if len(row) > _WIDTH + 2:  # a store that keeps results: a done job's
-        job_.result = None if row[_WIDTH + 2] is None else str(row[_WIDTH + 2])
+        job_.result = _string(row[_WIDTH + 2], "result", said)
+    if said and not job_.unreadable:
+        job_.unreadable = said[0]
     if job_.failed_at is not None:
         ended = _ENDS.get(job_.ended, "failed")  # NULL: failed, by a store before 0004_jobs
         return Status(id=job_.id, state=ended, job=job_, since=job_.failed_at)
-    if held_until is not None and at(int(held_until)) > now:
-        since = None if claimed_at is None else at(int(claimed_at))
-        return Status(id=job_.id, state="running", job=job_, since=since)
+    if held_until is not None and held_until > now:
+        return Status(id=job_.id, state="running", job=job_, since=claimed_at)
     return Status(id=job_.id, state="waiting", job=job_, due=job_.run_at <= now)
 
 
@@ -339,9 +350,27 @@ def put_back(job: Job, snoozed_until: datetime | None = None) -> dict[str, Any]:
 
 def job(row: Sequence[Any]) -> Job:
     """A job from a row of ``JOB_COLUMNS`` (or of their first few, ``COLUMNS`` say; the columns
-    after them are left at their defaults)."""
+    after them are left at their defaults).
+
+    A column that does not read as a store writes it (a hand's or an old version's
+    edit: text in a number's column, a time past what a datetime holds, a BLOB that
+    is not UTF-8) never raises: the job is ``unreadable``, saying which column held
+    what, and its other columns are read as they are. A BLOB of UTF-8 reads as its text.
+    """
     if len(row) != _WIDTH:
         row = (*row, *(None,) * (_WIDTH - len(row)))[:_WIDTH]
+    try:
+        return _job(row)
+    except (TypeError, ValueError, OverflowError, _Off):
+        return _unreadable_job(row)
+
+
+class _Off(Exception):
+    """A column of a row is not what a store writes: it is read column by column."""
+
+
+def _job(row: Sequence[Any]) -> Job:
+    """``job``'s way for a row as a store writes it, in a few µs; anything else raises."""
     (
         id,
         kind,
@@ -362,28 +391,17 @@ def job(row: Sequence[Any]) -> Job:
         cancel_asked,
         expires_at,
     ) = row
-    # What a store writes reads back in a few µs; anything else (a hand's or an old
-    # version's edit) makes the job unreadable, and only that job: never the claim.
-    unreadable = ""
-    try:
-        limit = int(at_once) if at_once else 0
-    except (TypeError, ValueError):
-        limit, unreadable = 0, f"at_once is not a whole number: {at_once!r}"
-    try:
-        order = int(priority) if priority else 0
-    except (TypeError, ValueError):
-        order, unreadable = 0, unreadable or f"priority is not a whole number: {priority!r}"
-    try:
-        most = int(max_attempts) if max_attempts else 0
-        snoozed = int(snoozes) if snoozes else 0
-    except (TypeError, ValueError):
-        most = snoozed = 0
-        unreadable = unreadable or (
-            f"max_attempts or snoozes is not a whole number: {max_attempts!r}, {snoozes!r}"
-        )
-    context: dict[str, str] | None = None
-    if carried is not None:
-        context, unreadable = _carried(carried, unreadable)
+    if not (
+        type(kind) is str
+        and type(payload) is str
+        and (error is None or type(error) is str)
+        and (unique_key is None or type(unique_key) is str)
+        and (alone_key is None or type(alone_key) is str)
+        and (claimed_by is None or type(claimed_by) is str)
+        and (ended is None or type(ended) is str)
+    ):
+        raise _Off
+    context = None if carried is None else _carried(carried)
     trace = None
     if error is not None and _TRACEBACK in error:
         error, _, trace = error.partition(_TRACEBACK)
@@ -399,22 +417,115 @@ def job(row: Sequence[Any]) -> Job:
         None if failed_at is None else _EPOCH + int(failed_at) * _MS,
         unique_key or alone_key or "",
         alone_key is not None,
-        limit,
+        int(at_once) if at_once else 0,
         context,
-        order,
+        int(priority) if priority else 0,
         claimed_by,
-        most,
-        snoozed,
+        int(max_attempts) if max_attempts else 0,
+        int(snoozes) if snoozes else 0,
         ended,
         None if cancel_asked is None else _EPOCH + int(cancel_asked) * _MS,
         None if expires_at is None else _EPOCH + int(expires_at) * _MS,
         None,  # result: read by status alone
         trace,
-        unreadable,
+        "",
     )
 
 
-def _carried(text: Any, unreadable: str) -> tuple[dict[str, str] | None, str]:
+def _unreadable_job(row: Sequence[Any]) -> Job:
+    """``job``'s way for a row that ``_job`` did not read: each column read on its own, one
+    that does not read left at its default, the first of them named in ``unreadable``."""
+    said: list[str] = []
+    id = str(row[0])
+    kind = _string(row[1], "kind", said) or ""
+    payload = _string(row[2], "payload", said) or ""
+    run_at = _time(row[3], "run_at", said) or _EPOCH
+    attempts = _whole(row[4], "attempts", said)
+    error = _string(row[5], "error", said)
+    trace = None
+    if error is not None and _TRACEBACK in error:
+        error, _, trace = error.partition(_TRACEBACK)
+    failed_at = _time(row[6], "failed_at", said)
+    unique_key, alone_key = _string(row[7], "unique_key", said), _string(row[8], "alone_key", said)
+    at_once = _whole(row[9], "at_once", said)
+    context: dict[str, str] | None = None
+    if row[10] is not None:
+        try:
+            context = _carried(row[10])
+        except _Off:
+            said.append(f"carried is not a JSON object of strings: {_shown(row[10])}")
+    priority = _whole(row[11], "priority", said)
+    claimed_by = _string(row[12], "claimed_by", said)
+    max_attempts, snoozes = _whole(row[13], "max_attempts", said), _whole(row[14], "snoozes", said)
+    ended = _string(row[15], "ended", said)
+    cancel_asked = _time(row[16], "cancel_asked", said)
+    expires_at = _time(row[17], "expires_at", said)
+    return Job(
+        kind=kind,
+        payload=payload,
+        run_at=run_at,
+        id=id,
+        attempts=attempts,
+        error=error,
+        failed_at=failed_at,
+        key=unique_key or alone_key or "",
+        one_at_a_time=row[8] is not None,
+        at_once=at_once,
+        carried=context,
+        priority=priority,
+        claimed_by=claimed_by,
+        max_attempts=max_attempts,
+        snoozes=snoozes,
+        ended=ended,
+        cancel_asked=cancel_asked,
+        expires_at=expires_at,
+        traceback=trace,
+        # "" when each column read after all (a BLOB of UTF-8 in a text's column).
+        unreadable=said[0] if said else "",
+    )
+
+
+def _shown(value: Any) -> str:
+    """``value``'s repr for a message, cut to 80 characters: a column may hold megabytes."""
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:80] + "..."
+
+
+def _string(value: Any, name: str, said: list[str]) -> str | None:
+    """A text column read back: a BLOB of UTF-8 as its text; None for NULL or what does not read."""
+    if value is None or type(value) is str:
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            return bytes(value).decode()
+        except UnicodeDecodeError:
+            said.append(f"{name} is not UTF-8 text: {_shown(bytes(value))}")
+            return None
+    said.append(f"{name} is not text: {_shown(value)}")
+    return None
+
+
+def _whole(value: Any, name: str, said: list[str]) -> int:
+    """A number's column read back: 0 for NULL, or for what is not a whole number."""
+    try:
+        return int(value) if value else 0
+    except (TypeError, ValueError, OverflowError):
+        said.append(f"{name} is not a whole number: {_shown(value)}")
+        return 0
+
+
+def _time(value: Any, name: str, said: list[str]) -> datetime | None:
+    """A time's column (Unix ms) read back: None for NULL, or for what is not a time."""
+    if value is None:
+        return None
+    try:
+        return _EPOCH + int(value) * _MS
+    except (TypeError, ValueError, OverflowError):
+        said.append(f"{name} is not a time in Unix milliseconds: {_shown(value)}")
+        return None
+
+
+def _carried(text: Any) -> dict[str, str]:
     """The carried column read back: a JSON object of strings, as ``jobq.carried`` writes it."""
     try:
         value = json.loads(text)
@@ -423,9 +534,8 @@ def _carried(text: Any, unreadable: str) -> tuple[dict[str, str] | None, str]:
     if isinstance(value, dict) and all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
-        return value, unreadable
-    shown = repr(text) if len(str(text)) <= 80 else repr(str(text)[:80]) + "..."
-    return None, unreadable or f"carried is not a JSON object of strings: {shown}"
+        return value
+    raise _Off
 
 
 def clause(statement: Any) -> Any:

@@ -50,6 +50,13 @@ transaction of its own and commits it, as the app would::
 
 from __future__ import annotations
 
+try:
+    import pytest  # noqa: F401 - the suite's test classes are pytest's
+except ImportError:  # one line, not a traceback into the suite's modules
+    raise ModuleNotFoundError(
+        "jobq.testing needs pytest: pip install 'jobq[testing]'", name="pytest"
+    ) from None
+
 from jobq.testing._at_once import AtOnceStorePromises
 from jobq.testing._batch import BatchStorePromises
 from jobq.testing._browse import BrowseStorePromises
