@@ -28,6 +28,11 @@ STDLIB = (
     "choose another name."
 )
 
+FOLDER = (
+    "is the name of one of the app's folders ({name}/), beside which its command ./{name} "
+    "would go; choose another name."
+)
+
 
 @pytest.mark.parametrize(
     ("answers", "question", "said"),
@@ -37,6 +42,8 @@ STDLIB = (
         ({"app_name": "sqlalchemy"}, "app_name", f"sqlalchemy {DEPENDENCY}"),
         ({"app_name": "prometheus-client"}, "app_name", f"prometheus-client {DEPENDENCY}"),
         ({"app_name": "json"}, "app_name", f"json {STDLIB}"),
+        ({"app_name": "tests"}, "app_name", f"tests {FOLDER.format(name='tests')}"),
+        ({"app_name": "src"}, "app_name", f"src {FOLDER.format(name='src')}"),
         ({"app_name": "shop", "package": "import"}, "package", f"import {KEYWORD}"),
         ({"app_name": "shop", "package": "starlette"}, "package", f"starlette {DEPENDENCY}"),
         ({"app_name": "shop", "package": "typer"}, "package", f"typer {DEPENDENCY}"),

@@ -203,3 +203,69 @@ def test_a_job_due_before_1970_runs_at_once() -> None:
     old.push_at(datetime(1969, 12, 31, 23, 59, tzinfo=UTC), "before the epoch")
     assert q.drain() == 1
     assert runs == ["before the epoch"]
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("r1", "expected Reading, not str"),
+        (Reading(at="noon", samples=[]), "at: expected float, not str"),  # type: ignore[arg-type]
+    ],
+    ids=["another type", "a field of another type"],
+)
+def test_a_value_that_does_not_encode_is_refused_at_the_push_with_the_field_and_the_reason_alone(
+    value: object, said: str
+) -> None:
+    q = jobq.Queue(MemoryStore())
+
+    @q.kind("reading")
+    async def reading(job: Reading) -> None: ...
+
+    with pytest.raises(jobq.ValueDoesNotFit) as refused:
+        reading.push(value)  # type: ignore[arg-type]
+    assert str(refused.value) == f"kind 'reading' takes Reading, and {value!r} is not one: {said}"
+    assert refused.value.__cause__ is None  # not a chain into pydantic's internals
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ({"attempts": 10**30}, "attempts must be a whole number, 1 to 2147483647, not 1000"),
+        ({"priority": math.nan}, "priority must be a whole number, -2147483648 to 2147483647"),
+        ({"priority": 10**30}, "priority must be a whole number, -2147483648 to 2147483647"),
+    ],
+)
+def test_a_pushs_attempts_or_priority_past_what_a_store_holds_is_refused_at_the_push(
+    option: dict[str, object], said: str
+) -> None:
+    store = MemoryStore()
+    q = jobq.Queue(store)
+
+    @q.kind("note")
+    async def note(job: int) -> None: ...
+
+    with pytest.raises(ValueError, match=said) as refused:
+        note.push(1, **option)  # type: ignore[arg-type]
+    assert "\n" not in str(refused.value)
+    assert len(store) == 0
+
+
+@pytest.mark.parametrize("expires", [timedelta.max, 1e30])
+def test_an_expires_past_what_a_datetime_holds_is_refused_as_the_kind_is_declared(
+    expires: object,
+) -> None:
+    q = jobq.Queue(MemoryStore())
+    with pytest.raises(jobq.ConfigError, match=r"expires must be a timedelta .* a hundred years"):
+
+        @q.kind("note", expires=expires)  # type: ignore[arg-type]
+        async def note(job: int) -> None: ...
+
+
+def test_an_id_or_a_place_of_thousands_of_digits_names_no_job() -> None:
+    from jobq.sql.rows import row_id
+
+    huge = "9" * 5000  # past the 4,300 digits int() reads
+    assert (row_id(huge), row_id(str(2**63)), row_id(str(2**63 - 1))) == (None, None, 2**63 - 1)
+    for place in (f"{huge}.1", f"1.{huge}", "1.9223372036854775808", "99999999999999999.1"):
+        with pytest.raises(ValueError, match="is not a place in a list of jobs"):
+            jobq.Place.parse(place)

@@ -145,16 +145,22 @@ class Options:
     keep: timedelta | None = field(default=None, metadata=_needs(ResultStore, "prune"))
 
     def __post_init__(self) -> None:
-        if not whole(self.attempts) or self.attempts < 1:
-            raise ConfigError(f"attempts must be a whole number, 1 or more, not {self.attempts!r}")
+        if not whole(self.attempts) or not 1 <= self.attempts <= INT_MOST:
+            raise ConfigError(
+                f"attempts must be a whole number, 1 to {INT_MOST}, not {self.attempts!r}"
+            )
         if not _finite_seconds(self.timeout) or self.timeout <= 0:
             raise ConfigError(f"timeout must be more than 0 seconds, not {self.timeout!r}")
-        if not whole(self.at_once) or self.at_once < 0:
+        if not whole(self.at_once) or not 0 <= self.at_once <= INT_MOST:
             raise ConfigError(
-                f"at_once must be a whole number, 1 or more (0 for no limit), not {self.at_once!r}"
+                f"at_once must be a whole number, 1 to {INT_MOST} (0 for no limit), "
+                f"not {self.at_once!r}"
             )
-        if not whole(self.priority):
-            raise ConfigError(f"priority must be a whole number, not {self.priority!r}")
+        if not fits_int(self.priority):
+            raise ConfigError(
+                f"priority must be a whole number, {-INT_MOST - 1} to {INT_MOST}, "
+                f"not {self.priority!r}"
+            )
         if (self.latest or self.one_at_a_time) and not self.unique:
             option = "latest" if self.latest else "one_at_a_time"
             raise ConfigError(f"{option}=True is an option of unique kinds: add unique=True")
@@ -163,17 +169,18 @@ class Options:
                 f"rate must be a jobq.Limiter (a `take(name) -> float` method), not {self.rate!r}"
             )
         if self.expires is not None and (
-            not isinstance(self.expires, timedelta) or self.expires <= timedelta(0)
+            not isinstance(self.expires, timedelta) or not timedelta(0) < self.expires <= LONGEST
         ):
             raise ConfigError(
-                f"expires must be a timedelta (or seconds) of more than 0, not {self.expires!r}: "
-                f"how long after its time a job that has not started still may"
+                f"expires must be a timedelta (or seconds) of more than 0, a hundred years at "
+                f"most, not {self.expires!r}: how long after its time a job that has not "
+                f"started still may"
             )
         if self.keep is not None:
-            if not isinstance(self.keep, timedelta) or self.keep <= timedelta(0):
+            if not isinstance(self.keep, timedelta) or not timedelta(0) < self.keep <= LONGEST:
                 raise ConfigError(
-                    f"keep must be a timedelta (or seconds) of more than 0, not {self.keep!r}: "
-                    f"how long a done job's result is kept"
+                    f"keep must be a timedelta (or seconds) of more than 0, a hundred years at "
+                    f"most, not {self.keep!r}: how long a done job's result is kept"
                 )
             if not self.result:
                 raise ConfigError("keep is how long results are kept: drop result=False")
@@ -193,7 +200,7 @@ class Options:
             values["timeout"] = seconds(values["timeout"])
         for name in ("expires", "keep"):
             given_seconds = values.get(name)
-            if _finite_seconds(given_seconds):
+            if _finite_seconds(given_seconds) and abs(given_seconds) <= _LONGEST_SECONDS:  # type: ignore[arg-type]
                 values[name] = timedelta(seconds=given_seconds)  # type: ignore[arg-type]
         if values.get("keep") is not None:
             values.setdefault("result", True)  # keep implies result=True
@@ -226,6 +233,20 @@ def check_names(given: Mapping[str, object], caller: str) -> None:
 def whole(n: object) -> bool:
     """An int, not a bool (True is 1 to Python, and no count a user means)."""
     return isinstance(n, int) and not isinstance(n, bool)
+
+
+# What the stores' INT columns hold (priority, max_attempts, at_once): a number past it fails
+# at the push with the driver's words, or at a claim, so it is refused where it is given.
+INT_MOST = 2**31 - 1
+# The longest expires or keep: a time past a run's by more would overflow what a datetime holds
+# (year 9999) at a push or an end, long after the kind was declared.
+LONGEST = timedelta(days=36500)  # a hundred years
+_LONGEST_SECONDS = LONGEST.total_seconds()  # past it, seconds are left for the check to refuse
+
+
+def fits_int(n: object) -> bool:
+    """A whole number that a store's INT column holds: -2**31 to 2**31 - 1."""
+    return whole(n) and -INT_MOST - 1 <= n <= INT_MOST  # type: ignore[operator]
 
 
 def _finite_seconds(n: object) -> bool:
@@ -327,17 +348,28 @@ class Kind(Generic[T, R]):
             None,
             options.priority if priority is None else priority,
         )
+        if priority is not None and not fits_int(priority):
+            raise ValueError(
+                f"priority must be a whole number, {-INT_MOST - 1} to {INT_MOST}, not "
+                f"{priority!r}: this job's, in place of its kind's {options.priority}"
+            )
         if attempts is not None:
-            if not whole(attempts) or attempts < 1:
+            if not whole(attempts) or not 1 <= attempts <= INT_MOST:
                 raise ValueError(
-                    f"attempts must be a whole number, 1 or more, not {attempts!r}: "
+                    f"attempts must be a whole number, 1 to {INT_MOST}, not {attempts!r}: "
                     f"the runs this job may have, in place of its kind's {options.attempts}"
                 )
             job.max_attempts = attempts
         if expires_at is not None:
             job.expires_at = utc(expires_at)
         elif options.expires is not None:
-            job.expires_at = run_at + options.expires
+            try:
+                job.expires_at = run_at + options.expires
+            except OverflowError:
+                raise ValueError(
+                    f"a job due at {run_at:%Y-%m-%d} would expire {options.expires.days} days "
+                    f"later, past the year 9999: push it for an earlier time"
+                ) from None
         return job
 
     def push(

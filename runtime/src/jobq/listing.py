@@ -64,11 +64,24 @@ class Place:
 
     @classmethod
     def parse(cls, text: str) -> Place:
-        """The place ``str(place)`` gave; ValueError for anything else."""
+        """The place ``str(place)`` gave; ValueError for anything else (a time no datetime
+        holds, an ID past a BIGINT's), which a URL or a command's argument may give."""
         ms, _, id = text.partition(".")
-        if not (ms.isdecimal() and id.isdecimal()):
-            raise ValueError(f"{text!r} is not a place in a list of jobs")
-        return cls(datetime.fromtimestamp(int(ms) / 1000, tz=UTC), id)
+        if not (_decimal(ms, _MS_DIGITS) and _decimal(id, _ID_DIGITS) and int(id) < 2**63):
+            raise ValueError(f"{text[:40]!r} is not a place in a list of jobs")
+        try:
+            return cls(datetime.fromtimestamp(int(ms) / 1000, tz=UTC), id)
+        except (OverflowError, OSError, ValueError):  # past year 9999, or the platform's time_t
+            raise ValueError(f"{text[:40]!r} is not a place in a list of jobs") from None
+
+
+_MS_DIGITS = 15  # the Unix milliseconds of year 9999 have 15 digits
+_ID_DIGITS = 19  # a BIGINT's IDs: 2**63 - 1 has 19
+
+
+def _decimal(text: str, most: int) -> bool:
+    """Whether ``text`` is 1 to ``most`` ASCII digits: checked before ``int`` reads it."""
+    return 0 < len(text) <= most and text.isascii() and text.isdecimal()
 
 
 _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import re
 import sys
 from datetime import UTC, datetime, timedelta
@@ -24,7 +25,7 @@ from sqlalchemy.engine import make_url
 from . import settings
 from .app import make_app
 from .kinds import KEEP_FAILED
-from .migrate import Unmigrated, check, upgrade
+from .migrate import Unmigrated, check, missing_columns, upgrade
 from .request_id import RequestIdFilter
 from .server import QueueDied
 from .shown import visible
@@ -103,6 +104,12 @@ _DRIVER_SAYS = [
         f"the database lacks the app's tables: run ./{NAME} migrate",
     ),
     (
+        r"no such column|column \S+ does not exist|unknown column",
+        f"the database's tables lack a column that their migrations made (dropped or renamed "
+        f"by hand?), which ./{NAME} migrate cannot mend: restore it as migrations/versions "
+        f"makes it, or the database from a backup",
+    ),
+    (
         r"password authentication failed|access denied|role \S+ does not exist",
         "the database server refused DATABASE_URL's user: check its user and password, "
         "and that it may use the database",
@@ -171,7 +178,9 @@ class _OneLine(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         if record.exc_info and isinstance(record.exc_info[1], jobq.JobqError):
             record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
-        return super().format(record)
+        # A handler's error and its traceback are text jobq did not write: escaped as the
+        # lists show them, so that no escape sequence or bidi override reaches the terminal.
+        return visible(super().format(record), lines=True)
 
 
 def _log_lines(level: int) -> None:
@@ -209,12 +218,30 @@ def serve(
 
 
 @cli.command()
-def migrate() -> None:
+def migrate(
+    stamp: Annotated[
+        bool,
+        typer.Option(
+            "--stamp",
+            help="Record tables made without the app's migrations (no alembic_version) as "
+            "this version's, running none (alembic stamp heads); then check them.",
+        ),
+    ] = False,
+) -> None:
     """Make or update the tables of DATABASE_URL's database (alembic upgrade heads)."""
     with clear_errors():
-        before, heads = upgrade(settings.database_url())
+        before, heads = upgrade(settings.database_url(), stamp=stamp)
+        lacking = missing_columns(settings.database_url())
     where, at = _where(), ", ".join(heads)
-    if not before:
+    if lacking:
+        _exit(
+            f"{where} is at {at}, but its tables lack {', '.join(lacking)}, which the "
+            f"migrations made: changed by hand? {NAME} migrate cannot mend a hand edit: "
+            f"restore the column as migrations/versions makes it, or the database from a backup"
+        )
+    if stamp:
+        typer.echo(f"Stamped {where}: its tables are recorded as at {at}.")
+    elif not before:
         typer.echo(f"Created the tables in {where}; it is up to date: {at}.")
     elif before != heads:
         typer.echo(f"Upgraded {where} from {', '.join(before)}; it is up to date: {at}.")
@@ -243,7 +270,7 @@ def jobs(
         paused = app.jobs.paused(datetime.now(UTC))
         cancelled = len(app.jobs.cancelled())
     if as_json:
-        typer.echo(json.dumps([_as_dict(job) for job in failed], indent=2, ensure_ascii=False))
+        typer.echo(_json([_as_dict(job) for job in failed]))
         return
     _list_failed(failed)
     if cancelled:
@@ -285,6 +312,8 @@ def _list(jobs: list[jobq.Job], how: str) -> None:
             attempts += f", snoozed {job.snoozes} {'time' if job.snoozes == 1 else 'times'}"
         # What a job keeps came from a handler or a caller: shown with control characters escaped.
         typer.echo(f"  {job.id:>4}  {visible(job.kind)}, {ended} at {at} {attempts}")
+        if job.unreadable:
+            typer.echo(f"        {_unreadable(job)}")
         typer.echo(f"        {visible(job.payload)}")
         if job.key:
             typer.echo(f"        key: {visible(job.key)}")
@@ -297,6 +326,14 @@ def _list(jobs: list[jobq.Job], how: str) -> None:
         typer.echo()
 
 
+def _unreadable(job: jobq.Job) -> str:
+    """What a row that could not be read whole says, in a list or ``show``."""
+    return (
+        f"unreadable: {visible(job.unreadable)}; it fails, unrun, when claimed: "
+        f"mend the row, then run it again"
+    )
+
+
 # How each end reads in a list: "flaky, which failed at ...", "mail, cancelled at ...".
 _ENDED = {"failed": "which failed", "cancelled": "cancelled", "expired": "expired"}
 
@@ -306,7 +343,7 @@ def retry(which: Annotated[str, typer.Argument(help="A job's ID, or all.")]) -> 
     """Run a job that failed for good or was cancelled again, from its first attempt, now;
     all: every job that failed for good (a cancelled one only by its ID)."""
     if which != "all" and not _is_id(which):
-        _exit(f"{json.dumps(which)} is not a job's ID: give the ID {NAME} jobs shows, or all")
+        _exit(f"{_quoted(which)} is not a job's ID: give the ID {NAME} jobs shows, or all")
     with _app() as app:
         jobs = app.jobs
         now = datetime.now(UTC)
@@ -314,7 +351,7 @@ def retry(which: Annotated[str, typer.Argument(help="A job's ID, or all.")]) -> 
         again = sum(jobs.run_again(id, now) for id in ids)
     if which != "all" and not again:
         _exit(
-            f"no job {which} failed for good or was cancelled: {NAME} jobs and "
+            f"no job {_shown(which)} failed for good or was cancelled: {NAME} jobs and "
             f"{NAME} jobs cancelled list the ones that did"
         )
     if not again:
@@ -335,7 +372,7 @@ def cancel(
     """
     for id in ids:
         if not _is_id(id):
-            _exit(f"{json.dumps(id)} is not a job's ID: give the IDs that {NAME} shows")
+            _exit(f"{_quoted(id)} is not a job's ID: give the IDs that {NAME} shows")
     with _app() as app:
         now = datetime.now(UTC)
         said = [(id, app.jobs.cancel(id, now)) for id in ids]
@@ -348,7 +385,9 @@ def cancel(
                 f"a second or two, and it ends cancelled."
             )
         else:
-            typer.echo(f"{NAME}: no job {id} waits or runs (it ended, or never was).", err=True)
+            typer.echo(
+                f"{NAME}: no job {_shown(id)} waits or runs (it ended, or never was).", err=True
+            )
     if any(what is None for _, what in said):
         raise typer.Exit(1)
 
@@ -364,13 +403,13 @@ def show(
     the nightly prune; any other done job is deleted, so it shows as no job.
     """
     if not _is_id(id):
-        _exit(f"{json.dumps(id)} is not a job's ID: give the ID a push or {NAME} jobs gave")
+        _exit(f"{_quoted(id)} is not a job's ID: give the ID a push or {NAME} jobs gave")
     with _app() as app:
         status = app.queue.status(id)
     job = status.job
     if job is None:
         _exit(
-            f"no job {id}: it was never pushed, or it is done (a kind that keeps no "
+            f"no job {_shown(id)}: it was never pushed, or it is done (a kind that keeps no "
             f"results deletes its done jobs), or it ended long enough ago to be pruned"
         )
     if as_json:
@@ -383,9 +422,11 @@ def show(
             **_as_dict(job),
             "result": _json_or_text(job.result),
         }
-        typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+        typer.echo(_json(shown))
         return
     typer.echo(f"Job {id}, {visible(job.kind)}: {_state(status, job)}")
+    if job.unreadable:
+        typer.echo(f"  {_unreadable(job)}")
     typer.echo(f"  value: {visible(job.payload)}")
     request_id = (job.carried or {}).get("request_id")
     if request_id:
@@ -449,7 +490,7 @@ def list_jobs(
     try:
         place = None if after is None else jobq.Place.parse(after)
     except ValueError:
-        _exit(f"--after {json.dumps(after)} is not where a page ended: give what the last said")
+        _exit(f"--after {_quoted(after or '')} is not where a page ended: give what the last said")
     with _app() as app:
         page = app.jobs.browse(listed, datetime.now(UTC), kind=kind, after=place, limit=limit)
     if as_json:
@@ -458,7 +499,7 @@ def list_jobs(
             for s in page
             if s.job is not None
         ]
-        typer.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+        typer.echo(_json(shown))
         return
     if not page:
         more = "more " if place else ""
@@ -468,6 +509,8 @@ def list_jobs(
         job = status.job
         if job is not None:
             typer.echo(f"  {job.id:>4}  {visible(job.kind)}: {_state(status, job)}")
+            if job.unreadable:
+                typer.echo(f"        {_unreadable(job)}")
             typer.echo(f"        {visible(job.payload)}")
             if job.error and listed != "done":
                 typer.echo(f"        {visible(job.error)}")
@@ -505,7 +548,7 @@ def cancelled(
     with _app() as app:
         found = app.jobs.cancelled()
     if as_json:
-        typer.echo(json.dumps([_as_dict(job) for job in found], indent=2, ensure_ascii=False))
+        typer.echo(_json([_as_dict(job) for job in found]))
         return
     if not found:
         typer.echo("No job was cancelled.")
@@ -528,7 +571,7 @@ def discard(
     every = which == ["all"]
     for id in [] if every else which:
         if not _is_id(id):
-            _exit(f"{json.dumps(id)} is not a job's ID: give the IDs {NAME} jobs shows, or all")
+            _exit(f"{_quoted(id)} is not a job's ID: give the IDs {NAME} jobs shows, or all")
     with _app() as app:
         deleted = app.jobs.discard(None if every else which)
     if not every and deleted < len(set(which)):
@@ -563,9 +606,11 @@ def push(
 ) -> None:
     """Push a job of one of the app's kinds, as the app's code would.
 
-    The value is read strictly: a field the kind's type lacks, or a value of
-    another JSON type ("7" for a number), is refused rather than dropped or
-    converted, since a typo would otherwise push a job unlike the one meant.
+    The value is read strictly: a field the kind's type lacks, a key given
+    twice, or a value of another JSON type ("7" for a number), is refused rather
+    than dropped or converted, since a typo would otherwise push a job unlike the
+    one meant; so is one its handler could not use (a time with no zone, a whole
+    number past what the database's integers hold).
     """
     if not 0 <= after <= LONGEST_WAIT:  # NaN too
         _exit(
@@ -576,17 +621,79 @@ def push(
         found = app.queue.kinds.get(kind)
         if found is None:
             _exit(f"no kind {kind!r}: the app's kinds are {app.kind_names()}")
-        try:
-            decoded = pydantic.TypeAdapter(found.codec.type).validate_json(value, strict=True)
-        except pydantic.ValidationError as e:
-            error = e.errors()[0]
-            at = ".".join(str(part) for part in error["loc"])
-            _exit(f"{value} is not a value of {kind}: {at + ': ' if at else ''}{error['msg']}")
-        unknown = _unknown_fields(json.loads(value), json.loads(found.codec.encode(decoded)))
-        if unknown:
-            _exit(f"{value} is not a value of {kind}: it has no field {', '.join(unknown)}")
+        decoded = _decoded(found, value)
         job = found.push_at(datetime.now(UTC) + timedelta(seconds=after), decoded)
     typer.echo(f"Pushed {kind} job {job}.")
+
+
+def _decoded(kind: jobq.Kind[Any], value: str) -> Any:
+    """``value`` read strictly as a value of ``kind``, as its handler will read it; or exit
+    saying, in one line, what is wrong with it."""
+    not_one = f"{_shown(value)} is not a value of {kind.name}:"
+    try:
+        given = json.loads(value, object_pairs_hook=_no_key_twice)
+    except _KeyTwice as e:
+        _exit(f"{not_one} it has the key {_quoted(str(e))} twice")
+    except ValueError:
+        given = None  # pydantic says where below, as it reads the same text
+    try:
+        decoded = pydantic.TypeAdapter(kind.codec.type).validate_json(value, strict=True)
+        payload = kind.codec.encode(decoded)
+        kind.codec.decode(payload)  # as the handler's attempt will: a value that fails it, now
+    except pydantic.ValidationError as e:
+        error = e.errors()[0]
+        at = ".".join(str(part) for part in error["loc"])
+        _exit(f"{not_one} {at + ': ' if at else ''}{error['msg']}")
+    except jobq.ValueDoesNotFit as e:
+        _exit(f"{not_one} {str(e).rpartition(' is not one: ')[2]}")
+    unknown = _unknown_fields(given, json.loads(payload))
+    if unknown:
+        _exit(f"{not_one} it has no field {', '.join(unknown)}")
+    unusable = _unusable(pydantic.TypeAdapter(kind.codec.type).dump_python(decoded))
+    if unusable:
+        _exit(f"{not_one} {unusable}")
+    return decoded
+
+
+class _KeyTwice(ValueError):
+    """A JSON object that gives a key twice: json.loads would keep the last, silently."""
+
+
+def _no_key_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        seen: set[str] = set()
+        raise _KeyTwice(next(key for key, _ in pairs if key in seen or seen.add(key)))
+    return found
+
+
+INT_MOST = 2**63 - 1  # what the databases' BIGINTs hold: an ID past it names no row
+
+
+def _unusable(data: object, at: str = "") -> str:
+    """What in ``data`` (a decoded value, as plain Python) would fail its job's every attempt:
+    a datetime with no time zone (compared with an aware one), an integer past 64 bits (which
+    no database column holds); "" for nothing."""
+    where = f" at {at}" if at else ""
+    if isinstance(data, datetime) and data.utcoffset() is None:
+        return f"the time {data.isoformat()}{where} has no time zone: add one, such as Z or +02:00"
+    if (
+        isinstance(data, int)
+        and not isinstance(data, bool)
+        and not -INT_MOST - 1 <= data <= INT_MOST
+    ):
+        return (
+            f"the whole number{where} is past what the database's integers hold: give "
+            f"{-INT_MOST - 1} to {INT_MOST}"
+        )
+    items: Any = data.items() if isinstance(data, dict) else None
+    if items is None and isinstance(data, list | tuple | set | frozenset):
+        items = enumerate(data)
+    for key, part in items or ():
+        found = _unusable(part, f"{at}.{key}" if at else str(key))
+        if found:
+            return found
+    return ""
 
 
 @jobs_cli.command("run-due")
@@ -649,7 +756,7 @@ def stats(
         counted = app.jobs.stats(now)
         paused = app.jobs.paused(now)
     if as_json:
-        typer.echo(json.dumps([_stats_dict(s, now, s.kind in paused) for s in counted], indent=2))
+        typer.echo(_json([_stats_dict(s, now, s.kind in paused) for s in counted]))
         return
     if not counted:
         typer.echo("No job waits, runs or has failed.")
@@ -749,7 +856,27 @@ def _kept() -> str:
 
 
 def _is_id(text: str) -> bool:
+    """Whether ``text`` may be a job's ID: a decimal number. One past what the table holds
+    names no job, and the store says so (it reads none of over 19 digits)."""
     return text.isascii() and text.isdecimal()
+
+
+SHOWN_MOST = 60  # characters of a refused argument that its message shows
+
+
+def _shown(text: str) -> str:
+    """``text``, or its first SHOWN_MOST characters and how long it is: a refused 120 KB value
+    is not echoed whole."""
+    if len(text) <= SHOWN_MOST:
+        return text
+    return f"{text[:SHOWN_MOST]}... ({len(text)} characters)"
+
+
+def _quoted(text: str) -> str:
+    """``text`` in JSON quotes, as a message names an argument, shortened as ``_shown``."""
+    if len(text) <= SHOWN_MOST:
+        return json.dumps(text)
+    return f'{json.dumps(text[:SHOWN_MOST])[:-1]}..." ({len(text)} characters)'
 
 
 def _count(n: int) -> str:
@@ -759,14 +886,31 @@ def _count(n: int) -> str:
 def _json_or_text(text: str | None) -> Any:
     """A kept result's JSON as a value, or its text when a hand left it no JSON."""
     try:
-        return None if text is None else json.loads(text)
+        return None if text is None else _loads(text)
     except ValueError:
         return text
 
 
+def _loads(text: str) -> Any:
+    """JSON kept in the table, read for --json: a number JSON has no form for (NaN,
+    Infinity, 1e400, which Python's json reads) as its text, a string, so that the output
+    is strict JSON that every reader takes."""
+    return json.loads(text, parse_constant=str, parse_float=_finite_or_text)
+
+
+def _finite_or_text(text: str) -> float | str:
+    number = float(text)
+    return number if math.isfinite(number) else text
+
+
+def _json(data: object) -> str:
+    """``data`` as the --json outputs print it: strict JSON (no NaN), indented."""
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+
+
 def _as_dict(job: jobq.Job) -> dict[str, Any]:
     try:
-        value, not_json = json.loads(job.payload), {}
+        value, not_json = _loads(job.payload), {}
     except ValueError:  # kept so by a hand or an old version: null, and its text beside
         value, not_json = None, {"not_json": job.payload}
     return {
@@ -784,6 +928,7 @@ def _as_dict(job: jobq.Job) -> dict[str, Any]:
         "traceback": job.traceback,
         "key": job.key or None,
         "request_id": (job.carried or {}).get("request_id"),
+        "unreadable": job.unreadable or None,
     }
 
 

@@ -27,6 +27,11 @@ class Unmigrated(Exception):
     """The database lacks tables this version of the app needs: its migrations have not run."""
 
 
+# The app's tables that the template's migrations make: a database that has one of them but
+# no alembic_version was made otherwise (by hand, by another tool, or had its version dropped).
+TABLES = ("jobs", "schedules", "held_kinds", "job_tallies")
+
+
 def config(url: str) -> Config:
     """Alembic's config for the database at ``url``, with no alembic.ini needed."""
     from alembic.config import Config
@@ -35,6 +40,19 @@ def config(url: str) -> Config:
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["url"] = url  # not a main option: a % in a password would break its parsing
     return cfg
+
+
+def revisions() -> set[str]:
+    """Every revision this version of the app's migrations know, of every branch."""
+    known: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        found = _revision_of(path)
+        if found is None:
+            from alembic.script import ScriptDirectory
+
+            return {script.revision for script in ScriptDirectory(str(MIGRATIONS)).walk_revisions()}
+        known.add(found[0])
+    return known
 
 
 def heads() -> list[str]:
@@ -85,17 +103,36 @@ def migrate(url: str) -> list[str]:
     return upgrade(url)[1]
 
 
-def upgrade(url: str) -> tuple[list[str], list[str]]:
+def upgrade(url: str, *, stamp: bool = False) -> tuple[list[str], list[str]]:
     """``migrate``, and say from where: the heads the database was at, and the heads, sorted.
 
     Where it was is read as the migrations begin, under their lock on Postgres
     and MySQL (migrations/env.py): of two at once, the second finds the tables
-    the first made, and says it had nothing to do.
+    the first made, and says it had nothing to do. Raises Unmigrated, changing
+    nothing, for a database that a newer version of the app migrated, or whose
+    tables have no alembic_version (``stamp``: record them as this version's
+    own, as alembic stamp does, without running a migration).
     """
     from alembic import command
     from alembic.script import ScriptDirectory
 
     cfg = config(url)
+    engine = make_engine(url)
+    try:
+        at, tables = current(engine), _unversioned(engine)
+    finally:
+        engine.dispose()
+    _check_known(at)
+    if stamp:
+        if not tables:
+            raise Unmigrated(
+                f"--stamp records the app's tables that have no alembic_version, and the "
+                f"database has none such: run ./{settings.APP_NAME} migrate"
+            )
+        command.stamp(cfg, "heads")
+        return [], sorted(ScriptDirectory.from_config(cfg).get_heads())
+    if tables:
+        raise Unmigrated(_stamp_advice(tables))
     command.upgrade(cfg, "heads")
     before: list[str] = cfg.attributes.get("before", [])
     return before, sorted(ScriptDirectory.from_config(cfg).get_heads())
@@ -129,9 +166,64 @@ def check(engine: Engine) -> None:
     if at == wanted:
         return
     migrate = f"run ./{settings.APP_NAME} migrate"
+    _check_known(at)
     if not at:
+        tables = _unversioned(engine)
+        if tables:
+            raise Unmigrated(_stamp_advice(tables))
         raise Unmigrated(f"the database has none of the app's tables: {migrate}")
     raise Unmigrated(
         f"the database's tables are at {', '.join(at)}, and this version of the app needs "
         f"{', '.join(wanted)}: {migrate}"
     )
+
+
+def _check_known(at: list[str]) -> None:
+    """Raise Unmigrated when the database is at a revision this version of the app does not
+    know: a newer version migrated it, and no migration of this one can take it back."""
+    unknown = sorted(set(at) - revisions())
+    if unknown:
+        raise Unmigrated(
+            f"the database's tables are at {', '.join(unknown)}, which this version of the "
+            f"app does not know: a newer version migrated them, so this app is older than its "
+            f"database. Upgrade the app (copier update, or deploy the newer version); "
+            f"./{settings.APP_NAME} migrate cannot take a database back"
+        )
+
+
+def _unversioned(engine: Engine) -> list[str]:
+    """Which of the app's TABLES the database has with no alembic_version table: none when it
+    has one. (Alembic makes that table first, under migrate's lock on Postgres and MySQL, so
+    a migrate under way elsewhere never looks unversioned.)"""
+    with engine.execution_options(sqlite_begin="DEFERRED").connect() as conn:
+        seen = inspect(conn)
+        if seen.has_table("alembic_version"):
+            return []
+        return [table for table in TABLES if seen.has_table(table)]
+
+
+def _stamp_advice(tables: list[str]) -> str:
+    return (
+        f"the database has the app's tables ({', '.join(tables)}) but no alembic_version, "
+        f"which says which migrations made them: if they are as this version's migrations "
+        f"make them, record so with ./{settings.APP_NAME} migrate --stamp (then "
+        f"./{settings.APP_NAME} migrate checks them); if not, move them aside and run "
+        f"./{settings.APP_NAME} migrate"
+    )
+
+
+def missing_columns(url: str) -> list[str]:
+    """The columns of the jobs table that the store reads and the database lacks, as
+    ``jobs.name``: none, unless a hand dropped or renamed one (no migration mends that)."""
+    from jobq.sql.rows import STATUS_COLUMNS
+
+    engine = make_engine(url)
+    try:
+        with engine.execution_options(sqlite_begin="DEFERRED").connect() as conn:
+            seen = inspect(conn)
+            if not seen.has_table("jobs"):
+                return []
+            has = {column["name"] for column in seen.get_columns("jobs")}
+    finally:
+        engine.dispose()
+    return [f"jobs.{name}" for name in STATUS_COLUMNS.split(", ") if name not in has]

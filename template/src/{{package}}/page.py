@@ -77,6 +77,9 @@ LIST_ACTIONS = {
     "cancelled": _ENDED,
 }
 TEXT_MOST = 200  # characters of a text a list is filtered by
+# IDs one POST acts on at the most: the page's own forms post SHOWN or LISTED. A store's call
+# a job, a post of 200,000 took ten seconds; past this it is refused, changing nothing.
+IDS_MOST = 1000
 # Seconds each kind's counts are shown for before they are read again: the read counts the
 # whole table (a tenth of a second or more with 200,000 jobs), a view reads them from memory.
 COUNTED_EVERY = 5.0
@@ -306,6 +309,8 @@ class _Shown:
     priority: int
     run_at: datetime
     claimed_by: str
+    result: str | None  # a done job's kept result, as JSON: None for none
+    unreadable: str  # why its row could not be read whole (a hand's edit): "" when it could
 
     @classmethod
     def of(cls, job: jobq.Job) -> _Shown:
@@ -325,6 +330,8 @@ class _Shown:
             priority=job.priority,
             run_at=job.run_at,
             claimed_by=visible(job.claimed_by or ""),
+            result=job.result,
+            unreadable=visible(job.unreadable),
         )
 
     @property
@@ -334,11 +341,21 @@ class _Shown:
 
     @property
     def pretty_value(self) -> str:
-        try:
-            pretty = json.dumps(json.loads(self.value), indent=2, ensure_ascii=False)
-        except ValueError:
-            return visible(self.value, lines=True)
-        return visible(pretty, lines=True)
+        return _pretty(self.value)
+
+    @property
+    def pretty_result(self) -> str:
+        """The kept result's JSON, pretty-printed as the value is: "" for none."""
+        return "" if self.result is None else _pretty(self.result)
+
+
+def _pretty(kept: str) -> str:
+    """JSON kept in the table, indented, control characters escaped; its text if not JSON."""
+    try:
+        pretty = json.dumps(json.loads(kept), indent=2, ensure_ascii=False)
+    except ValueError:
+        return visible(kept, lines=True)
+    return visible(pretty, lines=True)
 
 
 class _Page:
@@ -392,7 +409,11 @@ class _Page:
             ran=_number(request.query_params.get("ran")),
             discarded=_number(request.query_params.get("discarded")),
             # A job's ID and what its cancel did, as the redirect says; the words are the page's.
-            cancelled=_cancel_told(request.query_params),
+            cancelled=(
+                await run_in_threadpool(self._cancel_told, request.query_params, now)
+                if "cancel" in request.query_params
+                else None
+            ),
             # What the last action did, as its redirect says: the app's kinds' names only, so a
             # link of someone else's cannot make the banner say a text of theirs.
             just_paused=self._kind(request.query_params.get("paused", "")),
@@ -425,12 +446,15 @@ class _Page:
         following = str(jobq.place_of(state, page[-1])) if len(page) == LISTED else ""
         query = request.query_params
         did, done, of = query.get("did", ""), _number(query.get("n")), _number(query.get("of"))
+        gone = _number(query.get("gone")) or 0
         told = ""
-        if did in ACTED and done is not None and of is not None and done <= of:
-            # The words are the page's; the query gives only an action's name and two counts.
+        if did in ACTED and done is not None and of is not None and done + gone <= of:
+            # The words are the page's; the query gives only an action's name and its counts.
             told = f"{done} job{'' if done == 1 else 's'} {ACTED[did]}"
-            if of > done:
-                told += f"; {of - done} {MISSED[did]}"
+            if of > done + gone:
+                told += f"; {of - done - gone} {MISSED[did]}"
+            if gone:
+                told += f"; {gone} {'was' if gone == 1 else 'were'} not found"
         return self._render(
             request,
             "listed.html",
@@ -474,12 +498,9 @@ class _Page:
         status = await run_in_threadpool(self._status, id, now)
         found = None if status is None else status.job
         if status is None or found is None:
+            shown = visible(id if len(id) <= 40 else f"{id[:40]}...")  # a URL may be any length
             return self._render(
-                request,
-                "gone.html",
-                status_code=404,
-                title=f"Job {visible(id)}",
-                id=visible(id),
+                request, "gone.html", status_code=404, title=f"Job {shown}", id=shown
             )
         return self._render(
             request,
@@ -491,6 +512,23 @@ class _Page:
             ended=status.state in ("failed", "cancelled", "expired"),
             later=status.state == "waiting" and not status.due,  # "run now" brings it forward
         )
+
+    def _cancel_told(self, query: Any, now: datetime) -> tuple[str, str] | None:
+        """(the job's ID, what its cancel did) from the redirect's query, or None: shown only
+        when the job is as the query says, so that a link of someone else's cannot make the
+        page say a job was cancelled (as ``?paused=`` names only the app's kinds)."""
+        id, said = query.get("cancel", ""), query.get("said", "")
+        if said not in _CANCEL_SAID or not (0 < len(id) <= 19 and id.isascii() and id.isdecimal()):
+            return None
+        status = self._status(id, now)
+        job = None if status is None else status.job
+        if said == "cancelled":
+            real = status is not None and status.state == "cancelled"
+        elif said == "asked":
+            real = job is not None and job.cancel_asked is not None
+        else:  # "none": it waits or runs no more, or never did
+            real = status is None or status.state not in ("waiting", "running")
+        return (id, _CANCEL_SAID[said]) if real else None
 
     def _status(self, id: str, now: datetime) -> jobq.Status | None:
         """The job ``id`` as it is at ``now``: read alone where the store says a job's status
@@ -575,28 +613,32 @@ class _Page:
                 f"Give an action ({', '.join(ACTED)}) and the list it came from.\n",
                 status_code=400,
             )
-        done = await run_in_threadpool(self._act, action, ids[:LISTED])
+        done, gone = await run_in_threadpool(self._act, action, ids[:LISTED])
         query = {"kind": self._kind(_one(form, "kind")), "text": _one(form, "text")[:TEXT_MOST]}
         query |= {"did": action}
-        query |= {"n": str(done), "of": str(len(ids[:LISTED]))}
+        query |= {"n": str(done), "of": str(len(ids[:LISTED])), "gone": str(gone or "")}
         root = request.scope.get("root_path", "")
         shown = urlencode({k: v for k, v in query.items() if v})
         return RedirectResponse(f"{root}/list/{state}?{shown}", status_code=303)
 
-    def _act(self, action: str, ids: list[str]) -> int:
-        """Do ``action`` to each of ``ids``; say to how many it was done."""
+    def _act(self, action: str, ids: list[str]) -> tuple[int, int]:
+        """Do ``action`` to each of ``ids``; say to how many it was done, and how many of those
+        it was not done to are no job (cancel and run again, which act one job at a time)."""
         jobs, now = self.app.jobs, datetime.now(UTC)
-        if action == "cancel":
-            return sum(jobs.cancel(id, now) is not None for id in ids)
         if action == "run-now":
             moved = jobs.run_now(ids, now) if isinstance(jobs, jobq.BrowseStore) else 0
             self.app.queue.wake()
-            return moved
-        if action == "run-again":
-            count = sum(jobs.run_again(id, now) for id in ids)
+            return moved, 0
+        if action == "discard":
+            return (jobs.discard(ids) if ids else 0), 0
+        if action == "cancel":
+            missed = [id for id in ids if jobs.cancel(id, now) is None]
+        else:
+            missed = [id for id in ids if not jobs.run_again(id, now)]
             self.app.queue.wake()  # this instance's queue runs them now, not at its next poll
-            return count
-        return jobs.discard(ids) if ids else 0
+        # Read only for the jobs the action missed: a job that ended, or one never pushed.
+        gone = sum(self._status(id, now) is None for id in missed)
+        return len(ids) - len(missed), gone
 
     async def pause(self, request: Request) -> Response:
         """Pause a kind on every instance: for an hour, a day, or until resumed."""
@@ -639,6 +681,12 @@ class _Page:
         # A url-encoded body, as the page's forms send: parsed here, with no multipart dependency.
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         token = _one(form, "token")
+        if len(form.get("id", [])) > IDS_MOST:
+            return PlainTextResponse(
+                f"Refused: {len(form['id'])} jobs at once; the page acts on {IDS_MOST} at the "
+                f"most. Nothing was changed.\n",
+                status_code=400,
+            )
         if cross_site or not hmac.compare_digest(token.encode(), self.token.encode()):
             return PlainTextResponse(
                 "Refused: the jobs page takes POSTs from its own forms only "
@@ -726,14 +774,6 @@ _CANCEL_SAID = {
 }
 
 
-def _cancel_told(query: Any) -> tuple[str, str] | None:
-    """(the job's ID, what its cancel did) from the redirect's query, or None."""
-    id, said = query.get("cancel", ""), query.get("said", "")
-    if not id or said not in _CANCEL_SAID:
-        return None
-    return visible(id[:40]), _CANCEL_SAID[said]
-
-
 def _none_of(kind: str) -> jobq.KindStats:
     """The counts of a kind with no job now."""
     return jobq.KindStats(kind=kind, due=0, later=0, running=0, failed=0, oldest_due=None)
@@ -744,7 +784,11 @@ def _one(form: dict[str, list[str]], name: str) -> str:
 
 
 def _number(value: str | None) -> int | None:
-    return int(value) if value is not None and value.isdecimal() else None
+    """A count from a redirect's query, or None for anything else: the page's counts are of
+    IDS_MOST jobs at the most, and a longer number would make int() raise (past 4,300 digits)."""
+    if value is None or not (0 < len(value) <= 9 and value.isascii() and value.isdecimal()):
+        return None
+    return int(value)
 
 
 def _ago(now: datetime, at: datetime | None) -> str:
