@@ -99,10 +99,8 @@ BAD_ROWS = [
 ]
 
 
-@pytest.mark.parametrize(("column", "stored", "said"), BAD_ROWS, ids=["{oops", "[1,2]", "number"])
-def test_a_row_that_does_not_read_fails_that_job_alone_and_the_others_run(
-    engine: sa.Engine, jobs: Any, column: str, stored: str, said: str
-) -> None:
+def _three_echoes(jobs: Any) -> tuple[jobq.Queue, list[str], str]:
+    """A queue on ``jobs`` with three echo jobs pushed: what it ran, and the middle one's ID."""
     q = jobq.Queue(jobs)
     ran: list[str] = []
 
@@ -113,6 +111,14 @@ def test_a_row_that_does_not_read_fails_that_job_alone_and_the_others_run(
     echo.push("first")
     bad = echo.push("bad")
     echo.push("last")
+    return q, ran, bad
+
+
+@pytest.mark.parametrize(("column", "stored", "said"), BAD_ROWS, ids=["{oops", "[1,2]", "number"])
+def test_a_row_that_does_not_read_fails_that_job_alone_and_the_others_run(
+    engine: sa.Engine, jobs: Any, column: str, stored: str, said: str
+) -> None:
+    q, ran, bad = _three_echoes(jobs)
     with engine.begin() as conn:
         conn.execute(
             sa.text(f"UPDATE jobs SET {column} = :v WHERE id = :id"), {"v": stored, "id": int(bad)}
@@ -181,16 +187,7 @@ def _bad_time(engine: sa.Engine) -> tuple[object, str]:
 def test_a_time_a_claim_reads_that_does_not_read_fails_that_job_alone_and_the_others_run(
     engine: sa.Engine, jobs: Any, column: str
 ) -> None:
-    q = jobq.Queue(jobs)
-    ran: list[str] = []
-
-    @q.kind("echo")
-    async def echo(job: str) -> None:
-        ran.append(job)
-
-    echo.push("first")
-    bad = echo.push("bad")
-    echo.push("last")
+    q, ran, bad = _three_echoes(jobs)
     value, shown = _bad_time(engine)
     _hand_edit(engine, bad, column, value)
     q.drain()
@@ -200,7 +197,8 @@ def test_a_time_a_claim_reads_that_does_not_read_fails_that_job_alone_and_the_ot
     [ended] = jobs.cancelled() if column == "cancel_asked" else jobs.failed()
     assert ended.id == bad
     assert ended.unreadable == f"{column} is not a time in Unix milliseconds: {shown}"
-    assert ended.error is not None and "could not be read" in ended.error
+    assert ended.error is not None
+    assert "could not be read" in ended.error
 
 
 def _every_list(jobs: Any, id: str) -> list[jobq.Status]:

@@ -44,6 +44,21 @@ def _broken(db: str, name: str, changes: list[tuple[str, str]]) -> ModuleType:
     return module
 
 
+def _sqlite_files(broken: ModuleType, folder: Path, engines: list[sa.Engine]) -> Callable[[], Any]:
+    """A maker of ``broken`` SQLite stores, each on a new file in ``folder`` with its schema."""
+    files = iter(range(1_000_000))
+
+    def make() -> Any:
+        engine = broken.make_engine(f"sqlite:///{folder / f'{next(files)}.sqlite3'}")
+        engines.append(engine)
+        with engine.begin() as conn:
+            for statement in broken.SCHEMA:
+                conn.exec_driver_sql(statement)
+        return broken.Jobs(engine)
+
+    return make
+
+
 def _suite_failures(
     pytester: pytest.Pytester, family: str, make: Callable[[], Any], *options: str
 ) -> list[str]:
@@ -89,17 +104,7 @@ def test_a_store_whose_done_ignores_its_fence_fails_the_suite(
             )
         ],
     )
-    files = iter(range(1_000_000))
-
-    def make() -> Any:
-        url = f"sqlite:///{tmp_path / f'{next(files)}.sqlite3'}"
-        engine = broken.make_engine(url)
-        engines.append(engine)
-        with engine.begin() as conn:
-            for statement in broken.SCHEMA:
-                conn.exec_driver_sql(statement)
-        return broken.Jobs(engine)
-
+    make = _sqlite_files(broken, tmp_path, engines)
     failed = _suite_failures(pytester, "StorePromises", make, "-k", "late or stalled")
     assert "test_a_late_done_leaves_a_reclaimed_job_alone" in failed
 
@@ -118,17 +123,7 @@ def test_a_store_whose_settles_ignore_a_cancel_asked_fails_the_suite(
             ("\n      AND (:ended <> 'done' OR cancel_asked IS NULL)\n", "\n"),
         ],
     )
-    files = iter(range(1_000_000))
-
-    def make() -> Any:
-        url = f"sqlite:///{tmp_path / f'{next(files)}.sqlite3'}"
-        engine = broken.make_engine(url)
-        engines.append(engine)
-        with engine.begin() as conn:
-            for statement in broken.SCHEMA:
-                conn.exec_driver_sql(statement)
-        return broken.Jobs(engine)
-
+    make = _sqlite_files(broken, tmp_path, engines)
     failed = _suite_failures(pytester, "CancelStorePromises", make, "-k", "accepted")
     assert failed == [
         "test_a_batch_settle_keeps_nothing_of_a_job_whose_cancel_was_accepted",
