@@ -623,14 +623,20 @@ class _Page:
 
     def _act(self, action: str, ids: list[str]) -> tuple[int, int]:
         """Do ``action`` to each of ``ids``; say to how many it was done, and how many of those
-        it was not done to are no job (cancel and run again, which act one job at a time)."""
+        it was not done to are no job (read only when the action missed some)."""
         jobs, now = self.app.jobs, datetime.now(UTC)
-        if action == "run-now":
-            moved = jobs.run_now(ids, now) if isinstance(jobs, jobq.BrowseStore) else 0
-            self.app.queue.wake()
-            return moved, 0
-        if action == "discard":
-            return (jobs.discard(ids) if ids else 0), 0
+        if action in ("run-now", "discard"):  # each acts on all at once, and counts
+            if action == "run-now":
+                done = jobs.run_now(ids, now) if isinstance(jobs, jobq.BrowseStore) else 0
+                self.app.queue.wake()
+            else:
+                done = jobs.discard(ids) if ids else 0
+            if done == len(ids):
+                return done, 0
+            # Those it missed are still there (not due later, or not ended); the rest, no job.
+            there = sum(self._status(id, now) is not None for id in ids)
+            missed_there = there if action == "discard" else there - done  # run-now's are there
+            return done, len(ids) - done - missed_there
         if action == "cancel":
             missed = [id for id in ids if jobs.cancel(id, now) is None]
         else:
