@@ -57,6 +57,7 @@ from jobq.store import (
     UniqueStore,
 )
 from jobq.tally import Tally
+from jobq.worker import work
 
 __all__ = [
     "AtOnceStore",
@@ -120,4 +121,5 @@ __all__ = [
     "current_job",
     "default_backoff",
     "place_of",
+    "work",
 ]

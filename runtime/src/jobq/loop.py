@@ -113,20 +113,31 @@ class Loop:
         self._side = SideTasks(self._run, task)
         self._attempts = Attempts(self._run)
         self._stop_asked = False
+        self._now = asyncio.Event()  # set: stop without the grace (a second signal)
+        self._cancel_sent = False
         # Claimed ahead of the workers: only where a job can go back with its attempt.
         self._buffer = Buffer(workers, enabled=isinstance(queue.store, GiveBackStore))
         self._slots = _Slots(workers, self._buffer, self._start)
         self._stale_check: asyncio.TimerHandle | None = None
         self._given_back: set[asyncio.Task[bool]] = set()
 
-    def stop(self) -> None:
-        """Have ``run`` stop gracefully and return (``Queue.stop``)."""
+    def stop(self, now: bool = False) -> None:
+        """Have ``run`` stop gracefully and return (``Queue.stop``); with ``now``, without
+        the grace, or cutting the grace short if the stop has begun."""
         self._stop_asked = True
         loop = self._run.loop
         if running_loop() is loop:
-            self._task.cancel()
+            self._stopping(now)
         else:
-            loop.call_soon_threadsafe(self._task.cancel)
+            loop.call_soon_threadsafe(self._stopping, now)
+
+    def _stopping(self, now: bool) -> None:
+        if now:
+            self._now.set()
+        # One cancel: a second, sent while the stop's grace runs, would cut the stop itself.
+        if not self._cancel_sent and not self._task.done():
+            self._cancel_sent = True
+            self._task.cancel()
 
     def check_cancels(self) -> None:
         """Ask the store now which running jobs were cancelled. Safe from any thread."""
@@ -250,13 +261,28 @@ class Loop:
         if running:
             grace = self._run.queue.grace
             say(logging.INFO, "the queue is stopping", running=len(running), grace=grace)
-            _, late = await asyncio.wait(running, timeout=grace)
+            late = await self._within_grace(running, grace)
             if late:
                 self._run.deadlines.cut_all()  # an async handler's job goes back, due at once
                 await asyncio.wait(late)
         if self._given_back:
             await asyncio.wait(self._given_back)
         await self._attempts.outcomes.kept_all()
+
+    async def _within_grace(
+        self, running: set[asyncio.Task[bool]], grace: float
+    ) -> set[asyncio.Task[bool]]:
+        """Wait for ``running`` up to ``grace`` seconds, or until told to stop now; those
+        still running then."""
+        if not self._now.is_set():
+            ended = asyncio.ensure_future(asyncio.wait(running))
+            now = asyncio.ensure_future(self._now.wait())
+            try:
+                await asyncio.wait({ended, now}, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                ended.cancel()
+                now.cancel()
+        return {task for task in running if not task.done()}
 
 
 async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:

@@ -13,7 +13,7 @@ import inspect
 import math
 import threading
 import typing
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack, overload
 
@@ -439,7 +439,7 @@ class Queue:
 
     # Running
 
-    async def run(self) -> None:
+    async def run(self, *, kinds: Collection[str] | None = None) -> None:
         """Run jobs as they come due, until cancelled or told to ``stop()``.
 
         Then takes no more jobs, gives those running ``grace`` seconds to
@@ -447,21 +447,40 @@ class Queue:
         that fails with a bug (a schedule whose ``next_after`` raises) is
         logged and ends ``run()`` with its error, after that same graceful stop;
         a store that fails is logged and tried again after a poll.
+
+        ``kinds``: claim only jobs of these registered kinds (a pool of workers
+        for slow kinds beside one for the rest); the others wait for another
+        run. Schedules push as ever, of every kind. None: every kind.
         """
         if self._running is not None:
             raise ConfigError("the queue runs already")
+        running_kinds = self._kinds
+        if kinds is not None:
+            unknown = sorted(set(kinds) - set(self._kinds))
+            if unknown or not kinds:
+                raise ConfigError(
+                    f"kinds must name some of the queue's kinds ({', '.join(sorted(self._kinds))})"
+                    f"{'' if not unknown else ', not ' + ', '.join(map(repr, unknown))}"
+                )
+            running_kinds = {name: self._kinds[name] for name in kinds}
         self._started = True
-        self._running = running = Loop(self, self._kinds, self._schedules)
+        self._running = running = Loop(self, running_kinds, self._schedules)
         try:
             await running.run()
         finally:
             self._running = None
 
-    def stop(self) -> None:
-        """Have ``run()`` stop gracefully and return. Safe to call from any thread."""
+    def stop(self, *, now: bool = False) -> None:
+        """Have ``run()`` stop gracefully and return. Safe to call from any thread.
+
+        ``now``: without the grace (or cutting short a grace that runs): the
+        ``async def`` handlers still running are cut, and their jobs put back,
+        due at once, as a stop past its grace puts them. A thread cannot be cut:
+        a ``def`` handler is still waited for, up to its kind's timeout.
+        """
         running = self._running
         if running is not None:
-            running.stop()
+            running.stop(now)
 
     async def adrain(self) -> int:
         """Run the jobs that are due, one at a time, until none is; return how many ran.

@@ -6,6 +6,7 @@ console script the app installs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -56,7 +57,8 @@ jobs_cli = typer.Typer(
         "runs, cancelled lists the cancelled ones, discard deletes ended jobs, prune "
         "deletes the old ones, push adds a job of one of the app's kinds, run-due runs "
         "what is due now, pause holds a kind's jobs on every instance, resume lets them "
-        "run again, and stats counts each kind's jobs by state."
+        "run again, stats counts each kind's jobs by state, and work runs them with no "
+        "web server."
     ),
     add_completion=False,
 )
@@ -710,6 +712,57 @@ def run_due() -> None:
     with _app(workers=1, observe=_tell) as app:
         ran = app.queue.drain()
     typer.echo("No job was due." if ran == 0 else f"Ran {ran}; none is due now.")
+
+
+@jobs_cli.command()
+def work(
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Jobs run at once (QUEUE_WORKERS, 4 by default).", show_default=False),
+    ] = None,
+    kinds: Annotated[
+        str,
+        typer.Option(help="Only these kinds' jobs, comma-separated: a pool for slow kinds."),
+    ] = "",
+) -> None:
+    """Run the app's jobs (its workers, schedules and nightly prune) with no web server.
+
+    Beside `serve` with QUEUE_WORKERS=0, the web and the workers run apart.
+    SIGTERM or SIGINT stops it: running jobs get the queue's grace to finish,
+    and a second signal stops it now, their jobs put back. It exits 0 then,
+    and 1 with one line when the database is down or lacks its tables at
+    start, or the queue stops with an error.
+    """
+    if workers is not None and not 1 <= workers <= settings.WORKERS_MOST:
+        _exit(f"--workers {workers} is no count of workers: give 1 to {settings.WORKERS_MOST}")
+    _log_lines(logging.INFO)
+    with clear_errors():
+        app = make_app(workers=workers)
+    with app:
+        if app.workers < 1:
+            _exit(
+                f"a worker runs at least 1 job at once: give --workers 1 or more "
+                f"(QUEUE_WORKERS is {app.workers}, which suits serve on an instance that only "
+                f"pushes)"
+            )
+        only = [name.strip() for name in kinds.split(",") if name.strip()] or None
+        unknown = sorted(set(only or ()) - set(app.queue.kinds))
+        if unknown:
+            _exit(
+                f"--kinds names no kind {', '.join(map(_quoted, unknown))}: "
+                f"the app's kinds are {app.kind_names()}"
+            )
+        with clear_errors():
+            check(app.engine)
+            try:
+                asyncio.run(jobq.work(app.queue, kinds=only))
+            except jobq.ConfigError:
+                raise
+            except Exception as e:
+                _exit(
+                    f"the job queue stopped with an error: {type(e).__name__}: {e} "
+                    f"(its traceback is in the log above)"
+                )
 
 
 @jobs_cli.command()
