@@ -76,7 +76,7 @@ def purged(engine: sa.Engine, timeout: float = 120.0) -> None:
 
 
 def plan(engine: sa.Engine) -> list[dict[str, Any]]:
-    sql = str(my.rows.clause(my._claim(0, 0)).compile(dialect=engine.dialect))
+    sql = str(my.rows.clause(my.SQL().claim(0, 0, None)).compile(dialect=engine.dialect))
     for name, value in (("now", my.rows.ms(NOW)), ("most", 10)):
         sql = sql.replace(f"%({name})s", str(value))
     with engine.connect() as conn:

@@ -61,7 +61,7 @@ def fill(engine: sa.Engine, n: int, due: bool) -> None:
 
 
 def plan(engine: sa.Engine) -> str:
-    sql = str(pg.rows.clause(pg._CLAIM).compile(dialect=engine.dialect))
+    sql = str(pg.rows.clause(pg.SQL().claim(False)).compile(dialect=engine.dialect))
     given = {"now": pg.rows.ms(NOW), "until": pg.rows.ms(NOW + HOLD), "most": 10}
     for name, value in {**given, "kinds": "NULL", "by": "NULL"}.items():
         sql = sql.replace(f"%({name})s", str(value))

@@ -92,9 +92,11 @@ def main() -> None:
                 f" push+claim+done {rate:,.0f} jobs/s"
             )
             if waiting == 100_000:
-                with jobs._engine.connect() as conn:  # the benchmark's own look inside
-                    for statement in ("_ANY_DUE", "_CLAIM"):
-                        sql = getattr(sys.modules["sqlite"], statement)
+                with jobs.engine.connect() as conn:  # the benchmark's own look inside
+                    for statement, sql in (
+                        ("any_due", jobs.sql.any_due),
+                        ("claim", jobs.sql.claim(1)),
+                    ):
                         plan = conn.exec_driver_sql(
                             f"EXPLAIN QUERY PLAN {sql}",
                             {"now": 1, "until": 2, "kinds": None, "by": None},

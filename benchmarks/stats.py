@@ -83,7 +83,7 @@ def _fill(db: str, module: ModuleType, engine: sa.Engine, n: int) -> float:
 
 def _plan(db: str, module: ModuleType, engine: sa.Engine) -> str:
     with engine.connect() as conn:
-        found = conn.execute(sa.text(_EXPLAIN[db] + module._STATS), {"now": module.rows.ms(NOW)})
+        found = conn.execute(sa.text(_EXPLAIN[db] + module.SQL.stats), {"now": module.rows.ms(NOW)})
         return "\n".join("    " + " | ".join(str(c) for c in row) for row in found)
 
 

@@ -22,6 +22,7 @@ import pytest
         "jobq.sql.process",
         "jobq.sql.rows",
         "jobq.sql.sqlite",
+        "jobq.sql.table",
         "jobq.sql.tally",
     ],
 )
@@ -48,7 +49,7 @@ def test_jobq_imports_no_sql() -> None:
 
 
 def test_the_kits_row_reading_imports_no_database_library() -> None:
-    assert _databases_imported_by("jobq.sql, jobq.sql.rows") == "[]"
+    assert _databases_imported_by("jobq.sql, jobq.sql.rows, jobq.sql.table") == "[]"
 
 
 def test_jobq_rows_is_the_kits_rows_for_one_more_release_with_a_warning() -> None:

@@ -1,30 +1,22 @@
-"""The app's jobs table on MySQL or MariaDB: jobq's Store, its SQL handed to jobq's store kit.
+"""The app's jobs table on MySQL or MariaDB: its schema and its statements, which jobq runs.
 
 ``Jobs(engine)`` is the queue's Store; ``jobs.bind(connection)`` writes through
 a transaction the app holds open. Make the engine with ``make_engine`` (a
 ``mysql+pymysql://`` URL). Times are Unix milliseconds; an ID is the ``str`` of
 the AUTO_INCREMENT key. Needs MySQL 8.0.14+ or MariaDB 10.8+ (SKIP LOCKED,
 window functions, JSON_TABLE). How claims keep the limits at READ COMMITTED,
-with lock rows: docs/store.md, "One writer, or many".
+with lock rows: docs/store.md, "One writer, or many". ``SQL`` names each
+statement as ``jobq.sql.mysql.SQL`` says; to write one your own way, override it
+there, and the conformance suite (tests/test_jobs_db.py) tells you whether it
+still keeps its promises.
 """
 
 from __future__ import annotations
 
-import functools
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from jobq.sql import listing, mysql, rows
+from jobq.sql.mysql import make_engine
 
-import jobq
-from jobq import Job
-from jobq.sql import listing, mysql, rows, tally
-from jobq.sql.mysql import Database, Statements, make_engine
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
-
-    from sqlalchemy.engine import Connection, Engine
-
-__all__ = ["SCHEMA", "Jobs", "make_engine"]
+__all__ = ["SCHEMA", "SQL", "Jobs", "make_engine"]
 
 # What the migrations (0001_jobs to 0006_jobs) make: tests compare the two.
 # utf8mb4_bin: kinds and schedule names compare as written, not case- or
@@ -99,17 +91,17 @@ SCHEMA = (
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
 )
+
 # No partial indexes: jobs_due leads with failed_at, so the claim reads its NULL
 # end (in claim order) and the failed list and the prune the other. jobs_held
 # leads with held_until, so a kind's or key's held jobs are counted from the few
 # held entries; led by the kind, it would read every waiting job of the kind.
-
 # The claim reads jobs_due in claim order and locks what it returns, skipping
 # what other claims locked. FORCE INDEX: whatever the optimizer guesses, or it
 # would sort, and lock, far more than it takes. Held-back kinds and full limits
 # are counts in subqueries, not NOT EXISTS, which MySQL makes a join whose rows
 # it locks (the claims beside it would find them all locked); a subquery's rows
-# are read, never locked. What a limit holds is a hint here (see _RANK).
+# are read, never locked. What a limit holds is a hint here (see rank).
 _CLAIM = """
     SELECT {columns} FROM jobs AS due FORCE INDEX (jobs_due)
     WHERE due.failed_at IS NULL AND due.run_at <= :now AND due.held_until <= :now
@@ -129,263 +121,12 @@ _CLAIM = """
     FOR UPDATE SKIP LOCKED
     """
 
-
-@functools.lru_cache(maxsize=64)
-def _claim(keys: int, kinds: int, only: int | None = None) -> str:
-    """_CLAIM passing over ``keys`` (kind, key) pairs' and ``kinds`` kinds' limited jobs,
-    taking ``only`` kinds (None: any; a job of another kind is passed over, unlocked)."""
-    allowed = (
-        ""
-        if only is None
-        else "\n    AND due.kind IN (" + ", ".join(f":ok{i}" for i in range(only)) + ")"
-    )
-    passed_over = "".join(
-        f"\n    AND NOT (due.kind = :pk{i} AND due.alone_key = :pa{i})" for i in range(keys)
-    ) + "".join(
-        f"\n    AND NOT (due.kind = :ck{i} AND due.at_once IS NOT NULL)" for i in range(kinds)
-    )
-    return _CLAIM.format(columns=rows.JOB_COLUMNS, kinds=allowed, passed_over=passed_over)
-
-
-# A claim that found limited jobs takes the lock rows of their kinds (key '')
-# and keys in one statement, in one order, so two claims never wait in a circle.
-# The upsert locks for writing at once, made or found: an insert, then a lock,
-# would lock for reading first, which two claims could both hold, each waiting.
-@functools.lru_cache(maxsize=64)
-def _locks(n: int) -> str:
-    values = ", ".join(f"(:lk{i}, :la{i})" for i in range(n))
-    return (
-        f"INSERT INTO job_locks (kind, alone_key) VALUES {values} "
-        "ON DUPLICATE KEY UPDATE kind = kind"
-    )
-
-
-# Holding the lock rows, it counts again, now seeing every claim that held them
-# before, and ranks its own jobs: at most one of a key (key_ok), and of an at
-# once kind no more than its limit leaves (kind_ok). A job passed over for its
-# key takes no room of its kind's.
-_RANK = """
-    SELECT id, key_ok, at_once IS NULL OR (key_ok AND nth_of_kind + kind_held <= at_once) AS kind_ok
-    FROM (
-        SELECT id, at_once, key_ok,
-            ROW_NUMBER() OVER (PARTITION BY kind, key_ok ORDER BY priority DESC, run_at, id)
-                AS nth_of_kind,
-            (
-                SELECT COUNT(*) FROM jobs AS running FORCE INDEX (jobs_held)
-                WHERE running.held_until > :now AND running.kind = keyed.kind
-            ) AS kind_held
-        FROM (
-            SELECT id, kind, at_once, priority, run_at,
-                alone_key IS NULL OR (
-                    ROW_NUMBER() OVER (
-                        PARTITION BY kind, alone_key ORDER BY priority DESC, run_at, id
-                    ) = 1
-                    AND 0 = (
-                        SELECT COUNT(*) FROM jobs AS mate FORCE INDEX (jobs_held)
-                        WHERE mate.held_until > :now AND mate.kind = candidate.kind
-                        AND mate.alone_key = candidate.alone_key
-                    )
-                ) AS key_ok
-            FROM jobs AS candidate WHERE id IN :ids
-        ) AS keyed
-    ) AS ranked
-    """
-
-# Then it holds the jobs by ID: their rows are locked for writing already, so
-# no lock is upgraded, which two claims could deadlock on. The key goes: a push
-# of its value while the job runs is a new job.
-_HOLD = (
-    "UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL, "
-    "claimed_by = :by, claimed_at = :now WHERE id IN :ids"
-)
-
-_CLAIMS = mysql.ClaimStatements(due=_claim, locks=_locks, rank=_RANK, hold=_HOLD)
-
-_PUSH = """
-    INSERT INTO jobs (
-        kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts,
-        expires_at
-    ) VALUES (
-        :kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority,
-        :max_attempts, :expires_at
-    )
-    """
-
-# Read by a unique push the unique index turned away (1062), which then holds a
-# lock for reading on the waiting job's key, so a claim can't take it meanwhile.
-_WAITING = "SELECT id, run_at FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
-
-
-# A push of many, up to rows.BATCH, as one multi-row INSERT. One INSERT's IDs
-# need not be consecutive: its last row carries :mark as its key until the kit
-# (jobq.sql.mysql.insert_many) has read its ID back, and with the first, told
-# each row's. (A unique kind's pushes read theirs back, one at a time.) The
-# columns in ``varying`` have a parameter a row; the rest one for all.
-@functools.cache
-def _push_many(n: int, varying: tuple[str, ...]) -> str:
-    names = rows.MANY_COLUMNS.split(", ")
-    values = ", ".join(
-        "("
-        + ", ".join(f":{name}{i}" if name in varying else f":{name}" for name in names)
-        + (", :mark)" if i == n - 1 else ", NULL)")
-        for i in range(n)
-    )
-    return f"INSERT INTO jobs ({rows.MANY_COLUMNS}, unique_key) VALUES {values}"
-
-
-# The marked row's ID, by the key's index, and the step between the IDs of the
-# session's INSERTs; then the mark cleared, before the transaction ends.
-_MARKED = """
-    SELECT id, @@auto_increment_increment FROM jobs WHERE kind = :kind AND unique_key = :mark
-    """
-_UNMARK = "UPDATE jobs SET unique_key = NULL WHERE id = :id"
-
-_MANY = mysql.ManyStatements(insert=_push_many, marked=_MARKED, unmark=_UNMARK, one=_PUSH)
-
-
-# A latest push moves the waiting job by ID, locking its row before its key's
-# entry, as a claim does: an upsert, the other way round, could wait for a claim
-# of the job that waits for it. It matches nothing once a claim took the job.
-_MOVE = "UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :unique_key"
-
-# Fenced by attempts: once a later claim took the job, a late answer changes
-# nothing; by the hold: a job a hold-back put back has its attempts as the
-# claim before, but held_until 0; and by a cancel asked: an accepted cancel wins,
-# and the queue ends the job cancelled (the renewal is not fenced so: its
-# handler still runs).
-#
-# A held job is read by its key, FORCE INDEX (PRIMARY), one or a batch: left to
-# choose, on the statistics of a busy table the server read a job through
-# jobs_due (by failed_at IS NULL) or jobs_held, locking that index's entries on
-# its way, in its order, and deadlocked with a settle that locks by key. (A
-# DELETE takes an index hint only in its many-table form.)
-_DONE = (
-    "DELETE jobs FROM jobs FORCE INDEX (PRIMARY)"
-    " WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0"
-    " AND cancel_asked IS NULL"
-)
-
-_RETRY = """
-    UPDATE jobs FORCE INDEX (PRIMARY) SET run_at = :run_at, held_until = 0, error = :error
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
-      AND cancel_asked IS NULL
-    """
-
-_FAIL = """
-    UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, ended = 'failed', held_until = 0,
-        error = :error
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
-      AND cancel_asked IS NULL
-    """
-
-# A batch's settles (jobq.sql.mysql.settle runs them).
-_DONE_MANY = (
-    "DELETE jobs FROM jobs FORCE INDEX (PRIMARY) "
-    "WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0"
-    " AND cancel_asked IS NULL"
-)
-
 # Each retry and fail has values of its own: a JSON array of them, as a table.
 _SETTLES = """
     JSON_TABLE(:settles, '$[*]' COLUMNS (
         id BIGINT PATH '$.id', attempts INT PATH '$.attempts',
         at_ms BIGINT PATH '$.at', error LONGTEXT PATH '$.error'
     )) AS settle
-    """
-
-_RETRY_MANY = f"""
-    UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
-        ON jobs.id = settle.id AND jobs.attempts = settle.attempts
-    SET jobs.run_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
-    WHERE jobs.failed_at IS NULL AND jobs.held_until > 0 AND jobs.cancel_asked IS NULL
-    """
-
-_FAIL_MANY = f"""
-    UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
-        ON jobs.id = settle.id AND jobs.attempts = settle.attempts
-    SET jobs.failed_at = settle.at_ms, jobs.ended = 'failed', jobs.held_until = 0,
-        jobs.error = settle.error
-    WHERE jobs.failed_at IS NULL AND jobs.held_until > 0 AND jobs.cancel_asked IS NULL
-    """
-
-# With no RETURNING, a batch that a fence cut reads back which jobs it settled:
-# a done job is gone, a retried or failed one no longer held, with its attempts.
-_STILL_KEPT = "SELECT id FROM jobs WHERE id IN :ids"
-_PUT_BACK_NOW = """
-    SELECT id FROM jobs
-    WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NULL
-    """
-_FAILED_NOW = """
-    SELECT id FROM jobs
-    WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NOT NULL
-    """
-
-_SETTLE = mysql.SettleStatements(
-    done=_DONE_MANY,
-    done_left=_STILL_KEPT,
-    retry=_RETRY_MANY,
-    retried=_PUT_BACK_NOW,
-    fail=_FAIL_MANY,
-    failed=_FAILED_NOW,
-)
-
-# Only jobs their claims still hold, by key as the settles; then which it
-# renewed, read back, as there is no RETURNING.
-_RENEW = """
-    UPDATE jobs FORCE INDEX (PRIMARY) SET held_until = :until
-    WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0
-    """
-_RENEWED = """
-    SELECT id FROM jobs
-    WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL
-    AND held_until = :until
-    """
-
-# A kind's time only moves forward. Its row is locked before the job's, and
-# claims only read it.
-_HOLD_KIND = """
-    INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
-    ON DUPLICATE KEY UPDATE held_until = GREATEST(held_until, :until)
-    """
-
-# The job as its claim found it (or, a snooze, due at :run_at with one more
-# snooze), with its key, which the unique index turns away (1062) when a job
-# pushed as it ran has it: then it goes back without.
-_PUT_BACK = """
-    UPDATE jobs FORCE INDEX (PRIMARY)
-    SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key,
-        run_at = COALESCE(:run_at, run_at), snoozes = snoozes + :snoozed
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
-    """
-
-# A pause never shortens a rate's hold; a paused kind's pause moves either way.
-_PAUSE = """
-    INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, 1)
-    ON DUPLICATE KEY UPDATE held_until = IF(paused, :until, GREATEST(held_until, :until)),
-        paused = 1
-    """
-_RESUME = "UPDATE held_kinds SET held_until = 0, paused = 0 WHERE kind = :kind AND paused"
-_PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now ORDER BY kind"
-_FOREVER = 2**63 - 1  # BIGINT's largest: a pause until resumed
-
-# Each kind's jobs by state at :now: one scan, grouped by kind and by each job's
-# state (0 due, 1 later, 2 running, 3 failed, 4 cancelled, 5 done; an ended job's
-# held_until is 0),
-# worked out once a row (a third of the time of conditional sums by kind), then
-# a row a kind.
-_STATS = """
-    SELECT kind, SUM(IF(state = 0, n, 0)), SUM(IF(state = 1, n, 0)), SUM(IF(state = 2, n, 0)),
-        SUM(IF(state = 3, n, 0)), MIN(IF(state = 0, oldest, NULL)), SUM(IF(state = 4, n, 0)),
-        SUM(IF(state = 5, n, 0))
-    FROM (
-        SELECT kind, CASE
-                WHEN failed_at IS NOT NULL AND ended IN ('cancelled', 'expired') THEN 4
-                WHEN failed_at IS NOT NULL AND ended = 'done' THEN 5
-                WHEN failed_at IS NOT NULL THEN 3 WHEN held_until > :now THEN 2
-                WHEN run_at > :now THEN 1 ELSE 0
-            END AS state, COUNT(*) AS n, MIN(run_at) AS oldest
-        FROM jobs GROUP BY kind, state
-    ) AS counted GROUP BY kind
     """
 
 
@@ -398,454 +139,338 @@ def _ended(how: str) -> str:
         """
 
 
-_FAILED = _ended("(ended IS NULL OR ended = 'failed')")
-_CANCELLED = _ended("ended IN ('cancelled', 'expired')")
+class SQL(mysql.SQL):
+    """The jobs table's statements on MySQL and MariaDB, as jobq.sql.mysql.SQL names them."""
 
-_RUN_AGAIN = """
-    UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-        run_at = :run_at, held_until = 0
-    WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
-    """
-
-# A cancel locks the job's row (by PRIMARY, as every single job's statement
-# reads: see _DONE), then asks a job a claim holds at :now to stop, its first ask
-# kept, or ends any other, its key let go. With no UPDATE ... RETURNING, the
-# locking read says which, and that no claim can come between.
-_CANCELLING = """
-    SELECT held_until > :now FROM jobs FORCE INDEX (PRIMARY)
-    WHERE id = :id AND failed_at IS NULL FOR UPDATE
-    """
-_ASK = """
-    UPDATE jobs FORCE INDEX (PRIMARY) SET cancel_asked = coalesce(cancel_asked, :now)
-    WHERE id = :id
-    """
-_CANCEL = """
-    UPDATE jobs FORCE INDEX (PRIMARY)
-    SET ended = 'cancelled', failed_at = :now, unique_key = NULL, held_until = 0
-    WHERE id = :id
-    """
-
-# A claimed job ended as the queue says: fenced by its claim as _FAIL is, and a
-# done one by a cancel asked too, read by PRIMARY as it is; its last error kept
-# unless another is given; a done one with its result, until its expires_at.
-_END = """
-    UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, ended = :ended,
-        held_until = 0, error = coalesce(:error, error), attempts = attempts - :unrun,
-        result = :result, expires_at = :expires_at
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
-      AND (:ended <> 'done' OR cancel_asked IS NULL)
-    """
-
-# The jobs that waited past their expires_at, before any attempt began, end
-# "expired" then, their keys let go. Found first by jobs_expires (0005_jobs), a read
-# that locks nothing; then written by PRIMARY, in ID order, as claims lock rows, and
-# only while each still waits unstarted.
-_EXPIRED = """
-    SELECT id FROM jobs FORCE INDEX (jobs_expires)
-    WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
-      AND attempts = 0 AND snoozes = 0
-    ORDER BY id LIMIT 1000
-    """
-_EXPIRE = """
-    UPDATE jobs FORCE INDEX (PRIMARY)
-    SET ended = 'expired', failed_at = expires_at, unique_key = NULL, held_until = 0
-    WHERE id IN :ids AND expires_at <= :now AND failed_at IS NULL AND held_until <= :now
-      AND attempts = 0 AND snoozes = 0
-    """
-
-# One job, with its hold and when its latest claim took it, for its status.
-_STATUS = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
-
-_ASKED = """
-    SELECT id FROM jobs WHERE id IN :ids AND failed_at IS NULL AND cancel_asked IS NOT NULL
-    """
-
-# A done job kept with its result is not discarded: the prune deletes it in its time.
-_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
-_DISCARD = f"{_DISCARD_ALL} AND id IN :ids"
-
-# A job waiting for a later time, due now (BrowseStore.run_now).
-_RUN_NOW = f"UPDATE jobs SET run_at = :now WHERE id IN :ids AND {listing.LATER}"
-
-# The ended jobs; a done one kept with its result once past its expires_at.
-_PRUNE = """
-    DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
-        THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
-    """
-# And the kinds whose hold or pause has ended, and the lock rows of keys no job has.
-_PRUNE_KINDS = "DELETE FROM held_kinds WHERE held_until < :now"
-_PRUNE_LOCKS = """
-    DELETE FROM job_locks WHERE alone_key <> '' AND NOT EXISTS (
-        SELECT 1 FROM jobs WHERE jobs.kind = job_locks.kind AND jobs.alone_key = job_locks.alone_key
-    )
-    """
-
-# Runs only move forward, in steps whose counts mean the same whether the
-# connection counts matched rows or changed ones (an upsert's count is 1 both
-# for a row made and one left as it was). The first moves the run, locking its
-# row: a push of the same run waits, then matches nothing.
-_MOVE_RUN = "UPDATE schedules SET run_at = :run_at WHERE name = :name AND run_at < :run_at"
-# The second makes the row if there is none. Of two first runs at once, the
-# unique key turns one away (1062), with a lock for reading on the other's row.
-_FIRST_RUN = """
-    INSERT INTO schedules (name, run_at)
-    SELECT :name, :run_at FROM DUAL
-    WHERE NOT EXISTS (SELECT 1 FROM schedules WHERE name = :name)
-    """
-# The one turned away reads the run without a lock, and moves it only if it is
-# behind: two pushes turned away together, each with its lock for reading, would
-# deadlock taking the row's for writing.
-_LAST_RUN = "SELECT run_at FROM schedules WHERE name = :name"
-
-# Tries of a latest push whose waiting job a claim or another push moved
-# between its read and its write.
-_TRIES = 10
-
-
-class Jobs:
-    """The jobs table: a jobq Store with every extra but NotifyStore, each operation a
-    transaction of its own (or, bound, in the app's)."""
-
-    def __init__(self, engine: Engine, *, _db: Database | None = None) -> None:
-        self._engine = engine
-        self._db = _db or Database(engine)  # jobq's store kit: runs the statements above
-
-    def bind(self, connection: Connection) -> Jobs:
-        """The same table through ``connection``'s transaction: a push is kept as it commits,
-        or not at all. Call ``queue.wake()`` after the commit, or the next poll finds it."""
-        return Jobs(self._engine, _db=self._db.bind(connection))
-
-    # Store
-
-    def push(self, job: Job) -> None:
-        params = {**rows.insert(job), "unique_key": None}  # a plain push keeps no key
-        job.id = str(self._db.run(lambda sql: sql.insert(_PUSH, params), alone=True))
-
-    def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
-        claimed = self.claim_many(now, until, 1, by)
-        return claimed[0] if claimed else None
-
-    def done(self, job: Job) -> bool:
-        return self._db.run(lambda sql: sql.count(_DONE, rows.fence(job)), alone=True) > 0
-
-    def retry(self, job: Job) -> bool:
-        params = {**rows.fence(job), "run_at": rows.ms(job.run_at), "error": rows.error_text(job)}
-        return self._db.run(lambda sql: sql.count(_RETRY, params), alone=True) > 0
-
-    def fail(self, job: Job) -> bool:
-        job.failed_at = job.failed_at or datetime.now(UTC)
-        params = {
-            **rows.fence(job),
-            "failed_at": rows.ms(job.failed_at),
-            "error": rows.error_text(job),
-        }
-        return self._db.run(lambda sql: sql.count(_FAIL, params), alone=True) > 0
-
-    # FailedStore
-
-    def failed(self) -> list[Job]:
-        found = self._db.run(lambda sql: sql.rows(_FAILED, {}), alone=True)
-        return [rows.job(row) for row in found]
-
-    def run_again(self, id: str, at: datetime) -> bool:
-        key = rows.row_id(id)
-        if key is None:
-            return False  # not an ID this table gives out, so not one of its jobs
-        params = {"id": key, "run_at": rows.ms(at)}
-        return self._db.run(lambda sql: sql.count(_RUN_AGAIN, params), alone=True) > 0
-
-    # CancelStore
-
-    def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
-        key = rows.row_id(id)
-        if key is None:
-            return None
-        params = {"id": key, "now": rows.ms(now)}
-
-        def work(sql: Statements) -> Literal["cancelled", "asked"] | None:
-            found = sql.rows(_CANCELLING, params)
-            if not found:
-                return None
-            if found[0][0]:
-                sql.count(_ASK, params)
-                return "asked"
-            sql.count(_CANCEL, params)
-            return "cancelled"
-
-        return self._db.run(work)
-
-    def cancelled(self) -> list[Job]:
-        found = self._db.run(lambda sql: sql.rows(_CANCELLED, {}), alone=True)
-        return [rows.job(row) for row in found]
-
-    def end(self, job: Job, ran: bool) -> bool:
-        params = rows.ended(job, ran)
-        return self._db.run(lambda sql: sql.count(_END, params), alone=True) > 0
-
-    def expire(self, now: datetime) -> int:
-        params: dict[str, object] = {"now": rows.ms(now)}
-        found = self._db.run(lambda sql: sql.rows(_EXPIRED, params), alone=True)
-        if not found:
-            return 0
-        params["ids"] = tuple(id for (id,) in found)
-        return self._db.run(lambda sql: sql.count(_EXPIRE, params), alone=True)
-
-    def asked(self, ids: Sequence[str]) -> list[str]:
-        given = rows.ids(ids)
-        if not given:
-            return []
-        found = self._db.run(lambda sql: sql.rows(_ASKED, {"ids": tuple(given)}), alone=True)
-        return [str(id) for (id,) in found]
-
-    def discard(self, ids: Sequence[str] | None = None) -> int:
-        if ids is None:
-            return self._db.run(lambda sql: sql.count(_DISCARD_ALL, {}), alone=True)
-        given = rows.ids(ids)
-        if not given:
-            return 0
-        return self._db.run(lambda sql: sql.count(_DISCARD, {"ids": tuple(given)}), alone=True)
-
-    # ScheduleStore
-
-    def push_scheduled(self, schedule: str, job: Job) -> bool:
-        run = {"name": schedule, "run_at": rows.ms(job.run_at)}
-
-        def work(sql: Statements) -> int | None:
-            for _ in range(2):
-                if sql.count(_MOVE_RUN, run):
-                    return _push_run(sql, job)
-                made = sql.count_or_none(_FIRST_RUN, run)
-                if made is not None:
-                    return _push_run(sql, job) if made else None
-                [(last,)] = sql.rows(_LAST_RUN, run)  # turned away: another push made the row
-                if last >= run["run_at"]:
-                    return None
-                # It made the row just now, behind this run: the next pass moves it.
-            return None
-
-        id = self._db.run(work)
-        if id is None:
-            return False
-        job.id = str(id)
-        return True
-
-    # UniqueStore, LatestStore, OneAtATimeStore, AtOnceStore
-
-    def push_unique(self, job: Job) -> bool:
-        if not job.key:
-            self.push(job)
-            return True
-        params = rows.insert(job)
-        id, pushed = self._db.run(lambda sql: mysql.insert_unique(sql, _PUSH, _WAITING, params))
-        job.id = str(id)
-        return pushed
-
-    def push_latest(self, job: Job) -> None:
-        if not job.key:
-            self.push(job)
-            return
-        params = rows.insert(job)
-        for _ in range(_TRIES):
-            # Each try a transaction of its own: the one turned away holds a lock
-            # for reading on the key, which a claim of the waiting job needs.
-            id = self._db.run(lambda sql: _latest_once(sql, params))
-            if id is not None:
-                job.id = str(id)
-                return
-        raise _latest_locked(job)
-
-    # PushManyStore
-
-    def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
-        def push(sql: Statements) -> list[bool]:
-            def batch(part: Sequence[Job]) -> list[int]:
-                return mysql.insert_many(sql, _MANY, part)
-
-            return rows.push_many(jobs, batch, lambda job: _push_one(sql, job, latest))
-
-        return self._db.run(push) if jobs else []
-
-    def keeps_one_at_a_time(self) -> None:
-        """Claims keep it: see _CLAIM, _locks and _RANK."""
-
-    def keeps_at_once(self) -> None:
-        """Claims keep it: see _CLAIM, _locks and _RANK."""
-
-    # CarryStore
-
-    def keeps_carried(self) -> None:
-        """The carried column keeps it: every push writes it, every read gives it back."""
-
-    # HoldBackStore
-
-    def hold_back(self, job: Job, until: datetime) -> None:
-        def work(sql: Statements) -> None:
-            sql.count(_HOLD_KIND, {"kind": job.kind, "until": rows.ms(until)})
-            _put_back(sql, job)
-
-        self._db.run(work)
-
-    # GiveBackStore
-
-    def give_back(self, job: Job) -> bool:
-        return self._db.run(lambda sql: _put_back(sql, job), alone=True) > 0
-
-    # SnoozeStore
-
-    def snooze(self, job: Job, until: datetime) -> bool:
-        return self._db.run(lambda sql: _put_back(sql, job, until), alone=True) > 0
-
-    # PauseStore
-
-    def pause(self, kind: str, until: datetime | None) -> None:
-        params = {"kind": kind, "until": _FOREVER if until is None else rows.ms(until)}
-        self._db.run(lambda sql: sql.count(_PAUSE, params))
-
-    def resume(self, kind: str) -> bool:
-        return self._db.run(lambda sql: sql.count(_RESUME, {"kind": kind})) > 0
-
-    def paused(self, now: datetime) -> dict[str, datetime | None]:
-        found = self._db.run(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
-        return {kind: None if until == _FOREVER else rows.at(until) for kind, until in found}
-
-    # StatusStore
-
-    def status(self, id: str, now: datetime) -> jobq.Status | None:
-        key = rows.row_id(id)
-        if key is None:
-            return None
-        found = self._db.run(lambda sql: sql.rows(_STATUS, {"id": key}), alone=True)
-        return rows.status(found, now)
-
-    # BrowseStore
-
-    def browse(
-        self,
-        listed: jobq.Listed,
-        now: datetime,
-        *,
-        kind: str | None = None,
-        after: jobq.Place | None = None,
-        limit: int = 50,
-        text: str | None = None,
-    ) -> list[jobq.Status]:
-        statement, params = listing.statement(
-            listed, now, kind=kind, after=after, limit=limit, text=text
+    def claim(self, keys: int, kinds: int, only: int | None) -> str:
+        """_CLAIM passing over ``keys`` (kind, key) pairs' and ``kinds`` kinds' limited jobs,
+        taking ``only`` kinds (None: any; a job of another kind is passed over, unlocked)."""
+        allowed = (
+            ""
+            if only is None
+            else "\n    AND due.kind IN (" + ", ".join(f":ok{i}" for i in range(only)) + ")"
         )
-        return listing.statuses(
-            self._db.run(lambda sql: sql.rows(statement, params), alone=True), now
+        passed_over = "".join(
+            f"\n    AND NOT (due.kind = :pk{i} AND due.alone_key = :pa{i})" for i in range(keys)
+        ) + "".join(
+            f"\n    AND NOT (due.kind = :ck{i} AND due.at_once IS NOT NULL)" for i in range(kinds)
+        )
+        return _CLAIM.format(columns=rows.JOB_COLUMNS, kinds=allowed, passed_over=passed_over)
+
+    # A claim that found limited jobs takes the lock rows of their kinds (key '')
+    # and keys in one statement, in one order, so two claims never wait in a circle.
+    # The upsert locks for writing at once, made or found: an insert, then a lock,
+    # would lock for reading first, which two claims could both hold, each waiting.
+    def locks(self, n: int) -> str:
+        values = ", ".join(f"(:lk{i}, :la{i})" for i in range(n))
+        return (
+            f"INSERT INTO job_locks (kind, alone_key) VALUES {values} "
+            "ON DUPLICATE KEY UPDATE kind = kind"
         )
 
-    def run_now(self, ids: Sequence[str], now: datetime) -> int:
-        given = rows.ids(ids)
-        if not given:
-            return 0
-        params = {"ids": tuple(given), "now": rows.ms(now)}
-        return self._db.run(lambda sql: sql.count(_RUN_NOW, params), alone=True)
+    # Holding the lock rows, it counts again, now seeing every claim that held them
+    # before, and ranks its own jobs: at most one of a key (key_ok), and of an at
+    # once kind no more than its limit leaves (kind_ok). A job passed over for its
+    # key takes no room of its kind's.
+    rank = """
+        SELECT id, key_ok,
+            at_once IS NULL OR (key_ok AND nth_of_kind + kind_held <= at_once) AS kind_ok
+        FROM (
+            SELECT id, at_once, key_ok,
+                ROW_NUMBER() OVER (PARTITION BY kind, key_ok ORDER BY priority DESC, run_at, id)
+                    AS nth_of_kind,
+                (
+                    SELECT COUNT(*) FROM jobs AS running FORCE INDEX (jobs_held)
+                    WHERE running.held_until > :now AND running.kind = keyed.kind
+                ) AS kind_held
+            FROM (
+                SELECT id, kind, at_once, priority, run_at,
+                    alone_key IS NULL OR (
+                        ROW_NUMBER() OVER (
+                            PARTITION BY kind, alone_key ORDER BY priority DESC, run_at, id
+                        ) = 1
+                        AND 0 = (
+                            SELECT COUNT(*) FROM jobs AS mate FORCE INDEX (jobs_held)
+                            WHERE mate.held_until > :now AND mate.kind = candidate.kind
+                            AND mate.alone_key = candidate.alone_key
+                        )
+                    ) AS key_ok
+                FROM jobs AS candidate WHERE id IN :ids
+            ) AS keyed
+        ) AS ranked
+        """
 
-    def pushed(self) -> dict[str, datetime]:
-        return listing.pushed(self._db.run(lambda sql: sql.rows(listing.PUSHED, {}), alone=True))
-
-    # StatsStore
-
-    def stats(self, now: datetime) -> list[jobq.KindStats]:
-        return rows.stats(self._db.run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)})))
-
-    # TallyStore
-
-    def add_tallies(
-        self, at: datetime, instance: str, counts: Mapping[str, tuple[int, int, int]]
-    ) -> None:
-        if counts:
-            self._db.run(lambda sql: tally.add(sql, at, instance, counts), alone=True)
-
-    def tallies(self, since: datetime) -> list[jobq.Tally]:
-        return self._db.run(lambda sql: tally.read(sql, since), alone=True)
-
-    # BatchStore
-
-    def claim_many(
-        self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
-    ) -> list[Job]:
-        return mysql.claim(self._db, _CLAIMS, now, until, most, by)
-
-    def settle_many(
-        self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> list[str]:
-        return mysql.settle(self._db, _SETTLE, done, retry, fail)
-
-    # RenewStore
-
-    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
-        if not jobs:
-            return []
-        params = {**mysql.fences(jobs), "until": rows.ms(until)}
-
-        def work(sql: Statements) -> list[str]:
-            sql.count(_RENEW, params)
-            return [str(id) for (id,) in sql.rows(_RENEWED, params)]
-
-        return self._db.run(work)
-
-    def prune(self, before: datetime, now: datetime | None = None) -> int:
-        """``ResultStore.prune`` (``now``: the clock's, unless given), and the kinds' holds and
-        pauses ended at ``now``, and the lock rows of keys no job has."""
-        params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
-
-        def work(sql: Statements) -> int:
-            sql.count(_PRUNE_KINDS, params)
-            sql.count(_PRUNE_LOCKS, params)
-            return sql.count(_PRUNE, params)
-
-        return self._db.run(work)
-
-
-def _push_run(sql: Statements, job: Job) -> int:
-    """Push a schedule's run: a unique kind's job that waits already *is* the run."""
-    if job.key:
-        return mysql.insert_unique(sql, _PUSH, _WAITING, rows.insert(job))[0]
-    return sql.insert(_PUSH, {**rows.insert(job), "unique_key": None})
-
-
-def _put_back(sql: Statements, job: Job, snoozed_until: datetime | None = None) -> int:
-    """The job back as its claim found it (or snoozed until a time), with its key unless
-    another job has it now."""
-    params = rows.put_back(job, snoozed_until)
-    if job.key:
-        kept = sql.count_or_none(_PUT_BACK, params)
-        if kept is not None:
-            return kept
-    return sql.count(_PUT_BACK, {**params, "unique_key": None})
-
-
-def _latest_once(sql: Statements, params: dict[str, Any]) -> int | None:
-    """The waiting job of the key moved, or this one pushed: its ID; None when a push beat it."""
-    found = sql.rows(_WAITING, params)
-    if found and found[0][1] == params["run_at"]:
-        return int(found[0][0])  # due then already: no write, no lock for a claim to meet
-    if found and sql.count(_MOVE, {**params, "id": found[0][0]}):
-        return int(found[0][0])
-    return sql.insert_or_none(_PUSH, params)
-
-
-def _latest_locked(job: Job) -> jobq.StoreLocked:
-    return jobq.StoreLocked(
-        f"a push of kind {job.kind!r} met other pushes and claims of its key "
-        f"{_TRIES} times: push it again"
+    # Then it holds the jobs by ID: their rows are locked for writing already, so
+    # no lock is upgraded, which two claims could deadlock on. The key goes: a push
+    # of its value while the job runs is a new job.
+    hold = (
+        "UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL, "
+        "claimed_by = :by, claimed_at = :now WHERE id IN :ids"
     )
 
+    push = """
+        INSERT INTO jobs (
+            kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts,
+            expires_at
+        ) VALUES (
+            :kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority,
+            :max_attempts, :expires_at
+        )
+        """
 
-def _push_one(sql: Statements, job: Job, latest: bool) -> bool:
-    """A unique kind's job of a push of many, as ``push_latest`` or ``push_unique`` would push
-    it, in the transaction ``sql`` runs in."""
-    params = rows.insert(job)
-    if not latest:
-        id, pushed = mysql.insert_unique(sql, _PUSH, _WAITING, params)
-        job.id = str(id)
-        return pushed
-    for _ in range(_TRIES):
-        found = _latest_once(sql, params)
-        if found is not None:
-            job.id = str(found)
-            return True
-    raise _latest_locked(job)
+    # Read by a unique push the unique index turned away (1062), which then holds a
+    # lock for reading on the waiting job's key, so a claim can't take it meanwhile.
+    waiting = "SELECT id, run_at FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
+
+    # A push of many, up to rows.BATCH, as one multi-row INSERT. One INSERT's IDs
+    # need not be consecutive: its last row carries :mark as its key until the kit
+    # (jobq.sql.mysql.insert_many) has read its ID back, and with the first, told
+    # each row's. (A unique kind's pushes read theirs back, one at a time.) The
+    # columns in ``varying`` have a parameter a row; the rest one for all.
+    def push_many(self, n: int, varying: tuple[str, ...]) -> str:
+        names = rows.MANY_COLUMNS.split(", ")
+        values = ", ".join(
+            "("
+            + ", ".join(f":{name}{i}" if name in varying else f":{name}" for name in names)
+            + (", :mark)" if i == n - 1 else ", NULL)")
+            for i in range(n)
+        )
+        return f"INSERT INTO jobs ({rows.MANY_COLUMNS}, unique_key) VALUES {values}"
+
+    # The marked row's ID, by the key's index, and the step between the IDs of the
+    # session's INSERTs; then the mark cleared, before the transaction ends.
+    marked = """
+        SELECT id, @@auto_increment_increment FROM jobs WHERE kind = :kind AND unique_key = :mark
+        """
+
+    unmark = "UPDATE jobs SET unique_key = NULL WHERE id = :id"
+
+    # A latest push moves the waiting job by ID, locking its row before its key's
+    # entry, as a claim does: an upsert, the other way round, could wait for a claim
+    # of the job that waits for it. It matches nothing once a claim took the job.
+    move = "UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :unique_key"
+
+    # A batch's settles (jobq.sql.mysql.settle runs them), fenced by attempts: once
+    # a later claim took the job, a late answer changes nothing; by the hold: a job
+    # a hold-back put back has its attempts as the claim before, but held_until 0;
+    # and by a cancel asked: an accepted cancel wins, and the queue ends the job
+    # cancelled (the renewal is not fenced so: its handler still runs).
+    #
+    # A held job is read by its key, FORCE INDEX (PRIMARY), one or a batch: left to
+    # choose, on the statistics of a busy table the server read a job through
+    # jobs_due (by failed_at IS NULL) or jobs_held, locking that index's entries on
+    # its way, in its order, and deadlocked with a settle that locks by key. (A
+    # DELETE takes an index hint only in its many-table form.)
+    settle_done = (
+        "DELETE jobs FROM jobs FORCE INDEX (PRIMARY) "
+        "WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0"
+        " AND cancel_asked IS NULL"
+    )
+
+    settle_retry = f"""
+        UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
+            ON jobs.id = settle.id AND jobs.attempts = settle.attempts
+        SET jobs.run_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
+        WHERE jobs.failed_at IS NULL AND jobs.held_until > 0 AND jobs.cancel_asked IS NULL
+        """
+
+    settle_fail = f"""
+        UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
+            ON jobs.id = settle.id AND jobs.attempts = settle.attempts
+        SET jobs.failed_at = settle.at_ms, jobs.ended = 'failed', jobs.held_until = 0,
+            jobs.error = settle.error
+        WHERE jobs.failed_at IS NULL AND jobs.held_until > 0 AND jobs.cancel_asked IS NULL
+        """
+
+    # With no RETURNING, a batch that a fence cut reads back which jobs it settled:
+    # a done job is gone, a retried or failed one no longer held, with its attempts.
+    settle_done_left = "SELECT id FROM jobs WHERE id IN :ids"
+
+    settle_retried = """
+        SELECT id FROM jobs
+        WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NULL
+        """
+
+    settle_failed = """
+        SELECT id FROM jobs
+        WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NOT NULL
+        """
+
+    # Only jobs their claims still hold, by key as the settles; then which it
+    # renewed, read back, as there is no RETURNING.
+    renew = """
+        UPDATE jobs FORCE INDEX (PRIMARY) SET held_until = :until
+        WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0
+        """
+
+    renewed = """
+        SELECT id FROM jobs
+        WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL
+        AND held_until = :until
+        """
+
+    # A kind's time only moves forward. Its row is locked before the job's, and
+    # claims only read it.
+    hold_kind = """
+        INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
+        ON DUPLICATE KEY UPDATE held_until = GREATEST(held_until, :until)
+        """
+
+    # The job as its claim found it (or, a snooze, due at :run_at with one more
+    # snooze), with its key, which the unique index turns away (1062) when a job
+    # pushed as it ran has it: then it goes back without.
+    put_back = """
+        UPDATE jobs FORCE INDEX (PRIMARY)
+        SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key,
+            run_at = COALESCE(:run_at, run_at), snoozes = snoozes + :snoozed
+        WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+        """
+
+    # A pause never shortens a rate's hold; a paused kind's pause moves either way.
+    pause = """
+        INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, 1)
+        ON DUPLICATE KEY UPDATE held_until = IF(paused, :until, GREATEST(held_until, :until)),
+            paused = 1
+        """
+
+    resume = "UPDATE held_kinds SET held_until = 0, paused = 0 WHERE kind = :kind AND paused"
+
+    paused = (
+        "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now ORDER BY kind"
+    )
+
+    # Each kind's jobs by state at :now: one scan, grouped by kind and by each job's
+    # state (0 due, 1 later, 2 running, 3 failed, 4 cancelled, 5 done; an ended job's
+    # held_until is 0),
+    # worked out once a row (a third of the time of conditional sums by kind), then
+    # a row a kind.
+    stats = """
+        SELECT kind, SUM(IF(state = 0, n, 0)), SUM(IF(state = 1, n, 0)), SUM(IF(state = 2, n, 0)),
+            SUM(IF(state = 3, n, 0)), MIN(IF(state = 0, oldest, NULL)), SUM(IF(state = 4, n, 0)),
+            SUM(IF(state = 5, n, 0))
+        FROM (
+            SELECT kind, CASE
+                    WHEN failed_at IS NOT NULL AND ended IN ('cancelled', 'expired') THEN 4
+                    WHEN failed_at IS NOT NULL AND ended = 'done' THEN 5
+                    WHEN failed_at IS NOT NULL THEN 3 WHEN held_until > :now THEN 2
+                    WHEN run_at > :now THEN 1 ELSE 0
+                END AS state, COUNT(*) AS n, MIN(run_at) AS oldest
+            FROM jobs GROUP BY kind, state
+        ) AS counted GROUP BY kind
+        """
+
+    failed = _ended("(ended IS NULL OR ended = 'failed')")
+
+    cancelled = _ended("ended IN ('cancelled', 'expired')")
+
+    run_again = """
+        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
+            run_at = :run_at, held_until = 0
+        WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
+        """
+
+    # A cancel locks the job's row (by PRIMARY, as every single job's statement
+    # reads: see settle_done), then asks a job a claim holds at :now to stop, its first ask
+    # kept, or ends any other, its key let go. With no UPDATE ... RETURNING, the
+    # locking read says which, and that no claim can come between.
+    cancelling = """
+        SELECT held_until > :now FROM jobs FORCE INDEX (PRIMARY)
+        WHERE id = :id AND failed_at IS NULL FOR UPDATE
+        """
+
+    ask = """
+        UPDATE jobs FORCE INDEX (PRIMARY) SET cancel_asked = coalesce(cancel_asked, :now)
+        WHERE id = :id
+        """
+
+    cancel = """
+        UPDATE jobs FORCE INDEX (PRIMARY)
+        SET ended = 'cancelled', failed_at = :now, unique_key = NULL, held_until = 0
+        WHERE id = :id
+        """
+
+    # A claimed job ended as the queue says: fenced by its claim as settle_fail is, and a
+    # done one by a cancel asked too, read by PRIMARY as it is; its last error kept
+    # unless another is given; a done one with its result, until its expires_at.
+    end = """
+        UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, ended = :ended,
+            held_until = 0, error = coalesce(:error, error), attempts = attempts - :unrun,
+            result = :result, expires_at = :expires_at
+        WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+          AND (:ended <> 'done' OR cancel_asked IS NULL)
+        """
+
+    # The jobs that waited past their expires_at, before any attempt began, end
+    # "expired" then, their keys let go. Found first by jobs_expires (0005_jobs), a read
+    # that locks nothing; then written by PRIMARY, in ID order, as claims lock rows, and
+    # only while each still waits unstarted.
+    expired = """
+        SELECT id FROM jobs FORCE INDEX (jobs_expires)
+        WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
+          AND attempts = 0 AND snoozes = 0
+        ORDER BY id LIMIT 1000
+        """
+
+    expire = """
+        UPDATE jobs FORCE INDEX (PRIMARY)
+        SET ended = 'expired', failed_at = expires_at, unique_key = NULL, held_until = 0
+        WHERE id IN :ids AND expires_at <= :now AND failed_at IS NULL AND held_until <= :now
+          AND attempts = 0 AND snoozes = 0
+        """
+
+    # One job, with its hold and when its latest claim took it, for its status.
+    status = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
+
+    asked = """
+        SELECT id FROM jobs WHERE id IN :ids AND failed_at IS NULL AND cancel_asked IS NOT NULL
+        """
+
+    # A done job kept with its result is not discarded: the prune deletes it in its time.
+    discard_all = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
+
+    discard = f"{discard_all} AND id IN :ids"
+
+    # A job waiting for a later time, due now (BrowseStore.run_now).
+    run_now = f"UPDATE jobs SET run_at = :now WHERE id IN :ids AND {listing.LATER}"
+
+    # The ended jobs; a done one kept with its result once past its expires_at.
+    prune = """
+        DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
+            THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
+        """
+
+    # And the kinds whose hold or pause has ended, and the lock rows of keys no job has.
+    prune_kinds = "DELETE FROM held_kinds WHERE held_until < :now"
+
+    prune_locks = """
+        DELETE FROM job_locks WHERE alone_key <> '' AND NOT EXISTS (
+            SELECT 1 FROM jobs
+            WHERE jobs.kind = job_locks.kind AND jobs.alone_key = job_locks.alone_key
+        )
+        """
+
+    # Runs only move forward, in steps whose counts mean the same whether the
+    # connection counts matched rows or changed ones (an upsert's count is 1 both
+    # for a row made and one left as it was). The first moves the run, locking its
+    # row: a push of the same run waits, then matches nothing.
+    move_run = "UPDATE schedules SET run_at = :run_at WHERE name = :name AND run_at < :run_at"
+
+    # The second makes the row if there is none. Of two first runs at once, the
+    # unique key turns one away (1062), with a lock for reading on the other's row.
+    first_run = """
+        INSERT INTO schedules (name, run_at)
+        SELECT :name, :run_at FROM DUAL
+        WHERE NOT EXISTS (SELECT 1 FROM schedules WHERE name = :name)
+        """
+
+    # The one turned away reads the run without a lock, and moves it only if it is
+    # behind: two pushes turned away together, each with its lock for reading, would
+    # deadlock taking the row's for writing.
+    last_run = "SELECT run_at FROM schedules WHERE name = :name"
+
+
+class Jobs(mysql.Table):
+    """The jobs table: jobq's Store with every extra but NotifyStore. ``Jobs(engine)`` runs
+    each operation as a transaction of its own; ``jobs.bind(connection)`` in the app's."""
+
+    sql = SQL()

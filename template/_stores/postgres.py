@@ -1,4 +1,4 @@
-"""The app's jobs table on PostgreSQL: jobq's Store, its SQL handed to jobq's store kit.
+"""The app's jobs table on PostgreSQL: its schema and its statements, which jobq runs.
 
 ``Jobs(engine)`` is the queue's Store, with every extra; ``jobs.bind(connection)``
 writes through a transaction the app holds open. Make the engine with
@@ -6,27 +6,18 @@ writes through a transaction the app holds open. Make the engine with
 an ID is the ``str`` of the bigint identity. Each operation is one statement in
 autocommit, all or nothing, but the claim of limited jobs, a short transaction
 that takes lock rows first (docs/store.md, "One writer, or many"). Every push
-sends ``NOTIFY jobq`` in its statement, delivered as it commits.
+sends ``NOTIFY jobq`` in its statement, delivered as it commits. ``SQL`` names
+each statement as ``jobq.sql.postgres.SQL`` says; to write one your own way,
+override it there, and the conformance suite (tests/test_jobs_db.py) tells you
+whether it still keeps its promises.
 """
 
 from __future__ import annotations
 
-import functools
-import re
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from jobq.sql import listing, postgres, rows
+from jobq.sql.postgres import make_engine
 
-from jobq.sql import listing, postgres, rows, tally
-from jobq.sql.postgres import Database, make_engine
-
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
-
-    import jobq
-    from jobq import Job
-    from sqlalchemy.engine import Connection, Engine
-
-__all__ = ["SCHEMA", "Jobs", "make_engine"]
+__all__ = ["SCHEMA", "SQL", "Jobs", "make_engine"]
 
 # What the migrations (0001_jobs to 0006_jobs) make: tests compare the two.
 SCHEMA = (
@@ -116,17 +107,16 @@ SCHEMA = (
 )
 
 _CHANNEL = "jobq"
-_FOREVER = 2**63 - 1  # bigint's largest: a pause until resumed
 
 
-def _due(jobs: str) -> str:
+def _due(jobs: str, filtered: bool) -> str:
     """A due job (of the table named ``jobs`` in the query) of a kind not held back, and of
-    the claimant's kinds when ``_of_kinds`` fills the marker. The held kinds are an
+    the claimant's kinds :kinds when ``filtered``. The held kinds are an
     anti-join, not ``kind <> ALL (ARRAY(...))``, an array the planner can't see into,
     which made it sort every due job for a batch (docs/store.md, "One writer, or many")."""
+    kinds = f"AND {jobs}.kind = ANY (CAST(:kinds AS text[]))" if filtered else ""
     return f"""
-    failed_at IS NULL AND run_at <= :now AND held_until <= :now
-    /*kinds:{jobs}*/
+    failed_at IS NULL AND run_at <= :now AND held_until <= :now {kinds}
     AND NOT EXISTS (
         SELECT 1 FROM held_kinds AS held
         WHERE held.kind = {jobs}.kind AND held.held_until > :now
@@ -162,29 +152,22 @@ _PRIORITIES = """
     )
 """
 
-
-@functools.cache
-def _of_kinds(statement: str, filtered: bool) -> str:
-    """``statement`` taking only the kinds :kinds, or (``filtered`` False) any. Two
-    statements, not ``:kinds IS NULL OR ...``: a generic plan can't fold that OR away,
-    and it made the limited claims take fewer jobs at once than their limits allow."""
-    return re.sub(
-        r"/\*kinds:(\w+)\*/",
-        lambda m: f"AND {m[1]}.kind = ANY (CAST(:kinds AS text[]))" if filtered else "",
-        statement,
-    )
-
-
 _LIMITED = "(alone_key IS NOT NULL OR at_once IS NOT NULL)"
+
 _UNLIMITED = "alone_key IS NULL AND at_once IS NULL"
+
 _ORDER = "ORDER BY priority DESC, run_at, id"
+
 _HOLD = (
     "SET held_until = :until, attempts = attempts + 1, unique_key = NULL, claimed_by = :by,"
     " claimed_at = :now"
 )
+
 _NONE = ", ".join(["NULL"] * len(rows.JOB_COLUMNS.split(", ")))
+
 # A claim clears the key, and returns the key it had, for a hold-back to put back.
 _CLAIMED = rows.JOB_COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
+
 # Both claims hold what `chosen` picked. The IDs are named as an array too, so
 # the planner reads them by the primary key, not the whole table to hash-join.
 _HOLD_CHOSEN = f"""
@@ -193,156 +176,17 @@ _HOLD_CHOSEN = f"""
     RETURNING {_CLAIMED}
 """
 
-# The claim of jobs with no limit, one statement however many. SKIP LOCKED
-# passes over rows other claims locked, and a row one committed meanwhile is
-# checked again against the WHERE: no two claims get one job. It takes only the
-# jobs before the first limited job that may be due (next_limited, from
-# jobs_limited), and returns that one's place as a row flagged true: the rest
-# is claimed under the lock rows.
-#
-# It reads one priority at a time: jobs_due leads with priority, so run_at <=
-# :now is a range only within one, and reading it whole would walk every job
-# waiting for later. The nested loop takes the priorities highest first and
-# stops at the LIMIT, never reading, nor locking, a priority below.
-_CLAIM = f"""
-    WITH RECURSIVE {_PRIORITIES},
-    next_limited AS MATERIALIZED (
-        SELECT l.priority, l.run_at, l.id FROM priorities AS p CROSS JOIN LATERAL (
-            SELECT priority, run_at, id FROM jobs AS due
-            WHERE due.priority = p.priority AND {_LIMITED} AND {_due("due")} {_MAY_RUN}
-            ORDER BY run_at, id LIMIT 1
-        ) AS l
-        WHERE p.priority IS NOT NULL
-        LIMIT 1
-    ),
-    chosen AS (
-        SELECT c.pick, c.was_key FROM priorities AS p CROSS JOIN LATERAL (
-            SELECT id AS pick, unique_key AS was_key FROM jobs
-            WHERE jobs.priority = p.priority AND {_UNLIMITED} AND {_due("jobs")}
-            AND NOT EXISTS (
-                SELECT 1 FROM next_limited AS l
-                WHERE (-l.priority, l.run_at, l.id) < (-jobs.priority, jobs.run_at, jobs.id)
-            )
-            ORDER BY run_at, id LIMIT :most
-            FOR UPDATE OF jobs SKIP LOCKED
-        ) AS c
-        WHERE p.priority IS NOT NULL
-        LIMIT :most
-    ),
-    claimed AS (
-        {_HOLD_CHOSEN}
-    )
-    SELECT {rows.JOB_COLUMNS}, false FROM claimed
-    UNION ALL
-    SELECT {_NONE}, true FROM next_limited
-    """
-
-# The limited claim's first step, in its transaction: the lock rows of the
-# kinds and keys it may claim, in one order (kind, then key, the kind's row ''
-# first, byte by byte), so two claims never wait in a circle. The upsert locks
-# a row whether it makes it or finds it.
-_LOCK = f"""
-    WITH candidates AS (
-        SELECT kind, alone_key, at_once FROM jobs AS due
-        WHERE {_LIMITED} AND {_due("due")} {_MAY_RUN}
-        {_ORDER} LIMIT :window
-    ),
-    wanted AS (
-        SELECT kind, '' AS alone_key FROM candidates WHERE at_once IS NOT NULL
-        UNION
-        SELECT kind, alone_key FROM candidates WHERE alone_key IS NOT NULL
-    )
-    INSERT INTO job_locks (kind, alone_key)
-    SELECT kind, alone_key FROM wanted ORDER BY kind COLLATE "C", alone_key COLLATE "C"
-    ON CONFLICT (kind, alone_key) DO UPDATE SET kind = excluded.kind
-    RETURNING kind, alone_key
-    """
-
-# Holding the lock rows, a new statement sees every claim that held them
-# before: it counts again and takes what is left, of the locked kinds' and
-# keys' limited jobs and the next with no limit; window functions keep one of
-# a key and, of an AtOnce kind, what its limit leaves, counting the batch.
-_CLAIM_LIMITED = f"""
-    WITH locked AS (
-        SELECT * FROM unnest(CAST(:lock_kinds AS text[]), CAST(:lock_keys AS text[]))
-        AS l (kind, alone_key)
-    ),
-    limited AS (
-        SELECT id, kind, alone_key, at_once, priority, run_at, unique_key FROM jobs AS due
-        WHERE {_LIMITED} AND {_due("due")} {_MAY_RUN}
-        AND (alone_key IS NULL OR EXISTS (
-            SELECT 1 FROM locked WHERE locked.kind = due.kind AND locked.alone_key = due.alone_key
-        ))
-        AND (at_once IS NULL OR EXISTS (
-            SELECT 1 FROM locked WHERE locked.kind = due.kind AND locked.alone_key = ''
-        ))
-        {_ORDER} LIMIT :window
-        FOR UPDATE OF due SKIP LOCKED
-    ),
-    free AS (
-        SELECT id, kind, alone_key, at_once, priority, run_at, unique_key FROM jobs
-        WHERE {_UNLIMITED} AND {_due("jobs")}
-        {_ORDER} LIMIT :most
-        FOR UPDATE OF jobs SKIP LOCKED
-    ),
-    keyed AS (
-        SELECT c.*, row_number() OVER (PARTITION BY kind, alone_key {_ORDER}) AS key_rank
-        FROM (SELECT * FROM limited UNION ALL SELECT * FROM free) AS c
-    ),
-    counted AS (
-        SELECT k.*, row_number() OVER (PARTITION BY kind {_ORDER}) AS kind_rank
-        FROM keyed AS k WHERE alone_key IS NULL OR key_rank = 1
-    ),
-    chosen AS (
-        SELECT id AS pick, unique_key AS was_key FROM counted
-        WHERE at_once IS NULL OR kind_rank + (
-            SELECT count(*) FROM jobs AS running
-            WHERE running.kind = counted.kind AND running.held_until > :now
-        ) <= at_once
-        {_ORDER} LIMIT :most
-    )
-    {_HOLD_CHOSEN}
-    """
-
-_CLAIMS = postgres.ClaimStatements(
-    free=functools.partial(_of_kinds, _CLAIM),
-    lock=functools.partial(_of_kinds, _LOCK),
-    limited=functools.partial(_of_kinds, _CLAIM_LIMITED),
-)
-
 _COLUMNS_IN = (
     "kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts,"
     " expires_at"
 )
+
 _VALUES = (
     ":kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority,"
     " :max_attempts, :expires_at"
 )
+
 _ON_KEY = "ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL"
-
-# A push notifies in its statement, delivered as it commits (in the app's
-# transaction too); in the RETURNING list, not a CTE around the INSERT, which
-# cost about what a plain INSERT does (docs/store.md, "A push's way").
-_PUSH = f"""
-    INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
-    RETURNING id, pg_notify('{_CHANNEL}', kind)
-    """
-
-# The unique index turns a second key away; then the waiting job's ID is read
-# in the same statement, which can't see one committed while it waited on it
-# (jobq.sql.postgres.insert_unique reads again, with _WAITING).
-_PUSH_UNIQUE = f"""
-    WITH pushed AS (
-        INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES}) {_ON_KEY} DO NOTHING
-        RETURNING id, kind
-    )
-    SELECT id, true FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
-    UNION ALL
-    SELECT id, false FROM jobs
-    WHERE kind = :kind AND unique_key = :unique_key AND NOT EXISTS (SELECT 1 FROM pushed)
-    """
-
-_WAITING = "SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
 # A push of many, up to rows.BATCH: one array for each column whose values differ
 # (``varying``: the payload, at least), unnested in order, and one value for each
@@ -358,61 +202,6 @@ _TYPES = {
     "max_attempts": "integer",
     "expires_at": "bigint",
 }
-
-
-@functools.cache
-def _push_many(varying: tuple[str, ...]) -> str:
-    arrays = ", ".join(f"CAST(:{name} AS {_TYPES[name]}[])" for name in varying)
-    values = ", ".join(
-        f"given.{name}" if name in varying else f"CAST(:{name} AS {_TYPES[name]})"
-        for name in rows.MANY_COLUMNS.split(", ")
-    )
-    return f"""
-        WITH pushed AS (
-            INSERT INTO jobs ({rows.MANY_COLUMNS})
-            SELECT {values}
-            FROM unnest({arrays}) WITH ORDINALITY AS given ({", ".join(varying)}, n)
-            ORDER BY n
-            RETURNING id, kind
-        ), told AS (SELECT pg_notify('{_CHANNEL}', kind) FROM pushed LIMIT 1)
-        SELECT id FROM pushed, told ORDER BY id
-        """
-
-
-# The job that waits with the key moves to the push's time, and nothing else
-# of it. A claim that took it first cleared its key: then a new job goes in.
-_PUSH_LATEST = f"""
-    WITH pushed AS (
-        INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
-        {_ON_KEY} DO UPDATE SET run_at = excluded.run_at
-        RETURNING id, kind
-    )
-    SELECT id FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
-    """
-
-# Runs only move forward: the upsert returns no row when this run, or a later
-# one, was pushed already, and the insert then has nothing to select from; one
-# statement, so the run is never kept without its job. Of pushes of one run at
-# once, the first wins, the others wait for its lock and change nothing. A
-# unique kind's job waiting with the key is the run: no job is pushed.
-_SCHEDULE = f"""
-    WITH run AS (
-        INSERT INTO schedules (name, run_at) VALUES (:name, :run_at)
-        ON CONFLICT (name) DO UPDATE SET run_at = excluded.run_at
-        WHERE schedules.run_at < excluded.run_at
-        RETURNING name
-    ),
-    pushed AS (
-        INSERT INTO jobs ({_COLUMNS_IN}) SELECT {_VALUES} FROM run {_ON_KEY} DO NOTHING
-        RETURNING id, kind
-    )
-    SELECT id FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
-    UNION ALL
-    SELECT jobs.id FROM run, jobs
-    WHERE jobs.kind = :kind AND jobs.unique_key = :unique_key AND NOT EXISTS (SELECT 1 FROM pushed)
-    UNION ALL
-    SELECT NULL FROM run WHERE :unique_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pushed)
-    """
 
 
 # A batch's jobs, read by key: through ARRAY(SELECT ...), which the planner
@@ -450,45 +239,6 @@ def _fenced(ids: str, attempts: str) -> str:
 # ends the job cancelled. (Not the renewal, which shares _fenced: its handler runs.)
 _NOT_ASKED = "jobs.cancel_asked IS NULL"
 
-
-# All three in one, returning the IDs it settled (what was kept), and a NULL
-# for each limited kind, which it notifies: a claim of it waiting on another
-# instance tries again at once.
-_SETTLE = f"""
-    WITH done AS (
-        DELETE FROM jobs WHERE {_fenced("done_ids", "done_attempts")} AND {_NOT_ASKED}
-        RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
-    ),
-    retried AS (
-        UPDATE jobs SET held_until = 0,
-            run_at = {_given("retry_run_at", "bigint[]", "retry_ids")},
-            error = {_given("retry_errors", "text[]", "retry_ids")}
-        WHERE {_fenced("retry_ids", "retry_attempts")} AND {_NOT_ASKED}
-        RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
-    ),
-    failed AS (
-        UPDATE jobs SET held_until = 0, ended = 'failed',
-            failed_at = {_given("fail_at", "bigint[]", "fail_ids")},
-            error = {_given("fail_errors", "text[]", "fail_ids")}
-        WHERE {_fenced("fail_ids", "fail_attempts")} AND {_NOT_ASKED}
-        RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
-    ),
-    settled AS (
-        SELECT * FROM done UNION ALL SELECT * FROM retried UNION ALL SELECT * FROM failed
-    ),
-    limited AS (SELECT DISTINCT kind FROM settled WHERE {_LIMITED})
-    SELECT id FROM settled
-    UNION ALL
-    SELECT NULL FROM limited, pg_notify('{_CHANNEL}', limited.kind)
-    UNION ALL
-    SELECT NULL FROM failed, pg_notify('{_CHANNEL}', ' ' || failed.id)
-    """
-
-_RENEW = f"""
-    UPDATE jobs SET held_until = :until WHERE {_fenced("ids", "attempts")}
-    RETURNING jobs.id
-    """
-
 # The job as its claim found it, with its key unless a job pushed as it ran
 # has it. A push of the key committed between the look and the write makes the
 # index refuse it: Database.rerun_on_duplicate runs it again, seeing that job.
@@ -504,46 +254,6 @@ _PUT_BACK = """
     WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
     """
 
-# The kind's time only moves forward (a pause ending before it ends with it).
-_HOLD_BACK = f"""
-    WITH kind_held AS (
-        INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
-        ON CONFLICT (kind) DO UPDATE SET
-            held_until = greatest(held_kinds.held_until, excluded.held_until),
-            paused = held_kinds.paused AND held_kinds.held_until >= excluded.held_until
-    )
-    {_PUT_BACK}"""
-
-# Due (at once, or a snooze's :run_at), it notifies, as a push does: an instance
-# waiting on its kind may claim it.
-_GIVE_BACK = f"{_PUT_BACK} RETURNING pg_notify('{_CHANNEL}', kind)"
-
-# A pause replaces the kind's pause before it, but never shortens a rate's hold.
-_PAUSE = """
-    INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, true)
-    ON CONFLICT (kind) DO UPDATE SET paused = true, held_until = CASE
-        WHEN held_kinds.paused THEN excluded.held_until
-        ELSE greatest(held_kinds.held_until, excluded.held_until)
-    END
-    """
-
-_RESUME = "DELETE FROM held_kinds WHERE kind = :kind AND paused"
-_PAUSED = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
-
-# Each kind's jobs by state at :now, in one read of the table (an ended job's
-# held_until is 0: it is never running).
-_STATS = """
-    SELECT kind,
-        count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
-        count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at > :now),
-        count(*) FILTER (WHERE held_until > :now),
-        count(*) FILTER (WHERE failed_at IS NOT NULL AND (ended IS NULL OR ended = 'failed')),
-        min(run_at) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
-        count(*) FILTER (WHERE failed_at IS NOT NULL AND ended IN ('cancelled', 'expired')),
-        count(*) FILTER (WHERE failed_at IS NOT NULL AND ended = 'done')
-    FROM jobs GROUP BY kind
-    """
-
 
 def _ended(how: str) -> str:
     """The jobs that ended ``how``, the latest first. A job ended when failed_at is set;
@@ -554,344 +264,378 @@ def _ended(how: str) -> str:
         """
 
 
-_FAILED = _ended("(ended IS NULL OR ended = 'failed')")
-_CANCELLED = _ended("ended IN ('cancelled', 'expired')")
+class SQL(postgres.SQL):
+    """The jobs table's statements on Postgres, each named as jobq.sql.postgres.SQL says."""
 
-_RUN_AGAIN = """
-    UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-        run_at = :run_at, held_until = 0
-    WHERE id = :id AND failed_at IS NOT NULL AND ended IS DISTINCT FROM 'done'
-    """
+    channel = _CHANNEL
 
-# A job a claim holds at :now is asked to stop (its first ask kept), with a NOTIFY
-# of an empty payload, which has every queue ask at once which of its jobs were
-# cancelled; any other that has not ended ends, its key let go, with a NOTIFY of
-# its ID for whoever waits for its result. One UPDATE: of a
-# claim at once, which locks the row, it waits for the commit and reads the row
-# the claim left.
-_CANCEL = f"""
-    WITH cancelled AS (
-    UPDATE jobs SET
-        ended = CASE WHEN held_until > :now THEN NULL ELSE 'cancelled' END,
-        failed_at = CASE WHEN held_until > :now THEN NULL ELSE :now END,
-        cancel_asked = CASE WHEN held_until > :now THEN coalesce(cancel_asked, :now)
-            ELSE cancel_asked END,
-        unique_key = CASE WHEN held_until > :now THEN unique_key END,
-        held_until = CASE WHEN held_until > :now THEN held_until ELSE 0 END
-    WHERE id = :id AND failed_at IS NULL
-    RETURNING id, ended
-    )
-    SELECT ended FROM cancelled, pg_notify(
-        '{_CHANNEL}', CASE WHEN cancelled.ended IS NULL THEN '' ELSE ' ' || cancelled.id END
-    )
-    """
-
-# A claimed job ended as the queue says: fenced by its claim as a settle is, and a
-# done one by a cancel asked too; its last error kept unless another is given; a
-# done one with its result, until its expires_at. A NOTIFY of a space and its ID
-# tells whoever waits for its result, anywhere.
-_END = f"""
-    WITH ended AS (
-        UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
-            attempts = attempts - :unrun, error = coalesce(CAST(:error AS text), error),
-            result = :result, expires_at = :expires_at
-        WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
-          AND (CAST(:ended AS text) <> 'done' OR cancel_asked IS NULL)
-        RETURNING id
-    )
-    SELECT id FROM ended, pg_notify('{_CHANNEL}', ' ' || ended.id)
-    """
-
-# The jobs that waited past their expires_at, before any attempt began, end
-# "expired" then, their keys let go; jobs_expires finds them (0005_jobs).
-_EXPIRE = """
-    UPDATE jobs SET ended = 'expired', failed_at = expires_at, unique_key = NULL, held_until = 0
-    WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
-      AND attempts = 0 AND snoozes = 0
-    """
-
-# One job, with its hold and when its latest claim took it, for its status.
-_STATUS = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
-
-_ASKED = f"""
-    SELECT id FROM jobs
-    WHERE {_by_key("ids")} AND {_OPEN} AND cancel_asked IS NOT NULL
-    """
-
-# A done job kept with its result is not discarded: the prune deletes it in its time.
-_DISCARD_ALL = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND ended IS DISTINCT FROM 'done'"
-_DISCARD = f"{_DISCARD_ALL} AND {_by_key('ids')}"
-
-# A job waiting for a later time, due now (BrowseStore.run_now).
-_RUN_NOW = f"UPDATE jobs SET run_at = :now WHERE {_by_key('ids')} AND {listing.LATER}"
-
-# With the ended jobs (a done one kept with its result once past its expires_at)
-# go the lock rows of keys no job has, and the kinds
-# whose hold or pause has ended (a rate's hold-backs leave a row a kind).
-_PRUNE = """
-    WITH ended AS (DELETE FROM held_kinds WHERE held_until < :now),
-    unused AS (
-        DELETE FROM job_locks AS lock WHERE lock.alone_key <> '' AND NOT EXISTS (
-            SELECT 1 FROM jobs WHERE jobs.kind = lock.kind AND jobs.alone_key = lock.alone_key
+    # The claim of jobs with no limit, one statement however many. SKIP LOCKED
+    # passes over rows other claims locked, and a row one committed meanwhile is
+    # checked again against the WHERE: no two claims get one job. It takes only the
+    # jobs before the first limited job that may be due (next_limited, from
+    # jobs_limited), and returns that one's place as a row flagged true: the rest
+    # is claimed under the lock rows.
+    #
+    # It reads one priority at a time: jobs_due leads with priority, so run_at <=
+    # :now is a range only within one, and reading it whole would walk every job
+    # waiting for later. The nested loop takes the priorities highest first and
+    # stops at the LIMIT, never reading, nor locking, a priority below.
+    def claim(self, filtered: bool) -> str:
+        return f"""
+        WITH RECURSIVE {_PRIORITIES},
+        next_limited AS MATERIALIZED (
+            SELECT l.priority, l.run_at, l.id FROM priorities AS p CROSS JOIN LATERAL (
+                SELECT priority, run_at, id FROM jobs AS due
+                WHERE due.priority = p.priority AND {_LIMITED}
+                AND {_due("due", filtered)} {_MAY_RUN}
+                ORDER BY run_at, id LIMIT 1
+            ) AS l
+            WHERE p.priority IS NOT NULL
+            LIMIT 1
+        ),
+        chosen AS (
+            SELECT c.pick, c.was_key FROM priorities AS p CROSS JOIN LATERAL (
+                SELECT id AS pick, unique_key AS was_key FROM jobs
+                WHERE jobs.priority = p.priority AND {_UNLIMITED} AND {_due("jobs", filtered)}
+                AND NOT EXISTS (
+                    SELECT 1 FROM next_limited AS l
+                    WHERE (-l.priority, l.run_at, l.id) < (-jobs.priority, jobs.run_at, jobs.id)
+                )
+                ORDER BY run_at, id LIMIT :most
+                FOR UPDATE OF jobs SKIP LOCKED
+            ) AS c
+            WHERE p.priority IS NOT NULL
+            LIMIT :most
+        ),
+        claimed AS (
+            {_HOLD_CHOSEN}
         )
-    ),
-    pruned AS (
-        DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
-            THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
-        RETURNING 1
-    )
-    SELECT count(*) FROM pruned
-    """
+        SELECT {rows.JOB_COLUMNS}, false FROM claimed
+        UNION ALL
+        SELECT {_NONE}, true FROM next_limited
+        """
 
-
-class Jobs:
-    """The jobs table: a jobq Store with every extra, each operation a transaction of its
-    own (or, bound, in the app's)."""
-
-    def __init__(self, engine: Engine, *, _db: Database | None = None) -> None:
-        self._engine = engine
-        self._db = _db or Database(engine)  # jobq's store kit: runs the statements above
-
-    def bind(self, connection: Connection) -> Jobs:
-        """The same table through ``connection``'s transaction: a push is kept as it commits,
-        or not at all, and wakes the queues that listen then."""
-        return Jobs(self._engine, _db=self._db.bind(connection))
-
-    # Store
-
-    def push(self, job: Job) -> None:
-        params = {**rows.insert(job), "unique_key": None}  # a plain push keeps no key
-        job.id = str(self._db.run(lambda sql: sql.rows(_PUSH, params))[0][0])
-
-    def claim(self, now: datetime, until: datetime, by: jobq.Claimant | None = None) -> Job | None:
-        claimed = self.claim_many(now, until, 1, by)
-        return claimed[0] if claimed else None
-
-    def done(self, job: Job) -> bool:
-        return bool(self.settle_many(done=(job,)))
-
-    def retry(self, job: Job) -> bool:
-        return bool(self.settle_many(retry=(job,)))
-
-    def fail(self, job: Job) -> bool:
-        return bool(self.settle_many(fail=(job,)))
-
-    # BatchStore
-
-    def claim_many(
-        self, now: datetime, until: datetime, most: int, by: jobq.Claimant | None = None
-    ) -> list[Job]:
-        return postgres.claim(self._db, _CLAIMS, now, until, most, by)
-
-    def settle_many(
-        self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
-    ) -> list[str]:
-        return postgres.settle(self._db, _SETTLE, done, retry, fail)
-
-    # RenewStore
-
-    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
-        if not jobs:
-            return []
-        params = postgres.renewal(jobs, until)
-        return [str(row[0]) for row in self._db.run(lambda sql: sql.rows(_RENEW, params))]
-
-    # FailedStore
-
-    def failed(self) -> list[Job]:
-        return [rows.job(row) for row in self._db.run(lambda sql: sql.rows(_FAILED, {}))]
-
-    def run_again(self, id: str, at: datetime) -> bool:
-        key = rows.row_id(id)
-        if key is None:
-            return False  # not an ID this table gives out, so not one of its jobs
-        params = {"id": key, "run_at": rows.ms(at)}
-        return self._db.run(lambda sql: sql.count(_RUN_AGAIN, params)) > 0
-
-    # CancelStore
-
-    def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
-        key = rows.row_id(id)
-        if key is None:
-            return None
-        params = {"id": key, "now": rows.ms(now)}
-        return rows.cancel_said(self._db.run(lambda sql: sql.rows(_CANCEL, params)))
-
-    def cancelled(self) -> list[Job]:
-        return [rows.job(row) for row in self._db.run(lambda sql: sql.rows(_CANCELLED, {}))]
-
-    def end(self, job: Job, ran: bool) -> bool:
-        params = rows.ended(job, ran)
-        return bool(self._db.run(lambda sql: sql.rows(_END, params)))
-
-    def expire(self, now: datetime) -> int:
-        return self._db.run(lambda sql: sql.count(_EXPIRE, {"now": rows.ms(now)}))
-
-    def asked(self, ids: Sequence[str]) -> list[str]:
-        params = {"ids": rows.ids(ids)}
-        return [str(id) for (id,) in self._db.run(lambda sql: sql.rows(_ASKED, params))]
-
-    def discard(self, ids: Sequence[str] | None = None) -> int:
-        if ids is None:
-            return self._db.run(lambda sql: sql.count(_DISCARD_ALL, {}))
-        params = {"ids": rows.ids(ids)}
-        return self._db.run(lambda sql: sql.count(_DISCARD, params))
-
-    # ScheduleStore
-
-    def push_scheduled(self, schedule: str, job: Job) -> bool:
-        params = {"name": schedule, **rows.insert(job)}
-        found = self._db.run(lambda sql: sql.rows(_SCHEDULE, params))
-        if not found:
-            return False
-        if found[0][0] is not None:
-            job.id = str(found[0][0])
-        return True
-
-    # UniqueStore, LatestStore, OneAtATimeStore, AtOnceStore
-
-    def push_unique(self, job: Job) -> bool:
-        id, pushed = postgres.insert_unique(self._db, _PUSH_UNIQUE, _WAITING, rows.insert(job))
-        job.id = str(id)
-        return pushed
-
-    def push_latest(self, job: Job) -> None:
-        params = rows.insert(job)
-        job.id = str(self._db.run(lambda sql: sql.rows(_PUSH_LATEST, params))[0][0])
-
-    # PushManyStore
-
-    def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
-        def push(sql: rows.Statements) -> list[bool]:
-            def batch(part: Sequence[Job]) -> list[int]:
-                varying, params = rows.many(part)
-                return [id for (id,) in sql.rows(_push_many(varying), params)]
-
-            return rows.push_many(jobs, batch, lambda job: _push_one(sql, job, latest))
-
-        return self._db.run(push) if jobs else []
-
-    def keeps_one_at_a_time(self) -> None:
-        """The claim passes over a job while a claim holds another of its kind and key."""
-
-    def keeps_at_once(self) -> None:
-        """The claim passes over a job while its kind holds as many as its limit."""
-
-    # CarryStore
-
-    def keeps_carried(self) -> None:
-        """The carried column keeps it: every push writes it, every read gives it back."""
-
-    # HoldBackStore, GiveBackStore
-
-    def hold_back(self, job: Job, until: datetime) -> None:
-        params = {**rows.put_back(job), "until": rows.ms(until)}
-        self._db.rerun_on_duplicate(lambda sql: sql.count(_HOLD_BACK, params))
-
-    def give_back(self, job: Job) -> bool:
-        params = rows.put_back(job)
-        return self._db.rerun_on_duplicate(lambda sql: sql.count(_GIVE_BACK, params)) > 0
-
-    # SnoozeStore
-
-    def snooze(self, job: Job, until: datetime) -> bool:
-        params = rows.put_back(job, until)
-        return self._db.rerun_on_duplicate(lambda sql: sql.count(_GIVE_BACK, params)) > 0
-
-    # PauseStore
-
-    def pause(self, kind: str, until: datetime | None) -> None:
-        params = {"kind": kind, "until": _FOREVER if until is None else rows.ms(until)}
-        self._db.run(lambda sql: sql.count(_PAUSE, params))
-
-    def resume(self, kind: str) -> bool:
-        return self._db.run(lambda sql: sql.count(_RESUME, {"kind": kind})) > 0
-
-    def paused(self, now: datetime) -> dict[str, datetime | None]:
-        found = self._db.run(lambda sql: sql.rows(_PAUSED, {"now": rows.ms(now)}))
-        return {
-            kind: None if until == _FOREVER else rows.at(until) for kind, until in sorted(found)
-        }
-
-    # StatusStore
-
-    def status(self, id: str, now: datetime) -> jobq.Status | None:
-        key = rows.row_id(id)
-        if key is None:
-            return None
-        return rows.status(self._db.run(lambda sql: sql.rows(_STATUS, {"id": key})), now)
-
-    # BrowseStore
-
-    def browse(
-        self,
-        listed: jobq.Listed,
-        now: datetime,
-        *,
-        kind: str | None = None,
-        after: jobq.Place | None = None,
-        limit: int = 50,
-        text: str | None = None,
-    ) -> list[jobq.Status]:
-        statement, params = listing.statement(
-            listed, now, kind=kind, after=after, limit=limit, text=text
+    # The limited claim's first step, in its transaction: the lock rows of the
+    # kinds and keys it may claim, in one order (kind, then key, the kind's row ''
+    # first, byte by byte), so two claims never wait in a circle. The upsert locks
+    # a row whether it makes it or finds it.
+    def lock(self, filtered: bool) -> str:
+        return f"""
+        WITH candidates AS (
+            SELECT kind, alone_key, at_once FROM jobs AS due
+            WHERE {_LIMITED} AND {_due("due", filtered)} {_MAY_RUN}
+            {_ORDER} LIMIT :window
+        ),
+        wanted AS (
+            SELECT kind, '' AS alone_key FROM candidates WHERE at_once IS NOT NULL
+            UNION
+            SELECT kind, alone_key FROM candidates WHERE alone_key IS NOT NULL
         )
-        return listing.statuses(self._db.run(lambda sql: sql.rows(statement, params)), now)
+        INSERT INTO job_locks (kind, alone_key)
+        SELECT kind, alone_key FROM wanted ORDER BY kind COLLATE "C", alone_key COLLATE "C"
+        ON CONFLICT (kind, alone_key) DO UPDATE SET kind = excluded.kind
+        RETURNING kind, alone_key
+        """
 
-    def run_now(self, ids: Sequence[str], now: datetime) -> int:
-        params = {"ids": rows.ids(ids), "now": rows.ms(now)}
-        return self._db.run(lambda sql: sql.count(_RUN_NOW, params))
+    # Holding the lock rows, a new statement sees every claim that held them
+    # before: it counts again and takes what is left, of the locked kinds' and
+    # keys' limited jobs and the next with no limit; window functions keep one of
+    # a key and, of an AtOnce kind, what its limit leaves, counting the batch.
+    def claim_limited(self, filtered: bool) -> str:
+        return f"""
+        WITH locked AS (
+            SELECT * FROM unnest(CAST(:lock_kinds AS text[]), CAST(:lock_keys AS text[]))
+            AS l (kind, alone_key)
+        ),
+        limited AS (
+            SELECT id, kind, alone_key, at_once, priority, run_at, unique_key FROM jobs AS due
+            WHERE {_LIMITED} AND {_due("due", filtered)} {_MAY_RUN}
+            AND (alone_key IS NULL OR EXISTS (
+                SELECT 1 FROM locked
+                WHERE locked.kind = due.kind AND locked.alone_key = due.alone_key
+            ))
+            AND (at_once IS NULL OR EXISTS (
+                SELECT 1 FROM locked WHERE locked.kind = due.kind AND locked.alone_key = ''
+            ))
+            {_ORDER} LIMIT :window
+            FOR UPDATE OF due SKIP LOCKED
+        ),
+        free AS (
+            SELECT id, kind, alone_key, at_once, priority, run_at, unique_key FROM jobs
+            WHERE {_UNLIMITED} AND {_due("jobs", filtered)}
+            {_ORDER} LIMIT :most
+            FOR UPDATE OF jobs SKIP LOCKED
+        ),
+        keyed AS (
+            SELECT c.*, row_number() OVER (PARTITION BY kind, alone_key {_ORDER}) AS key_rank
+            FROM (SELECT * FROM limited UNION ALL SELECT * FROM free) AS c
+        ),
+        counted AS (
+            SELECT k.*, row_number() OVER (PARTITION BY kind {_ORDER}) AS kind_rank
+            FROM keyed AS k WHERE alone_key IS NULL OR key_rank = 1
+        ),
+        chosen AS (
+            SELECT id AS pick, unique_key AS was_key FROM counted
+            WHERE at_once IS NULL OR kind_rank + (
+                SELECT count(*) FROM jobs AS running
+                WHERE running.kind = counted.kind AND running.held_until > :now
+            ) <= at_once
+            {_ORDER} LIMIT :most
+        )
+        {_HOLD_CHOSEN}
+        """
 
-    def pushed(self) -> dict[str, datetime]:
-        return listing.pushed(self._db.run(lambda sql: sql.rows(listing.PUSHED, {})))
+    # A push notifies in its statement, delivered as it commits (in the app's
+    # transaction too); in the RETURNING list, not a CTE around the INSERT, which
+    # cost about what a plain INSERT does (docs/store.md, "A push's way").
+    push = f"""
+        INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
+        RETURNING id, pg_notify('{_CHANNEL}', kind)
+        """
 
-    # StatsStore
+    # The unique index turns a second key away; then the waiting job's ID is read
+    # in the same statement, which can't see one committed while it waited on it
+    # (jobq.sql.postgres.insert_unique reads again, with waiting).
+    push_unique = f"""
+        WITH pushed AS (
+            INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES}) {_ON_KEY} DO NOTHING
+            RETURNING id, kind
+        )
+        SELECT id, true FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
+        UNION ALL
+        SELECT id, false FROM jobs
+        WHERE kind = :kind AND unique_key = :unique_key AND NOT EXISTS (SELECT 1 FROM pushed)
+        """
 
-    def stats(self, now: datetime) -> list[jobq.KindStats]:
-        return rows.stats(self._db.run(lambda sql: sql.rows(_STATS, {"now": rows.ms(now)})))
+    waiting = "SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
 
-    # TallyStore
+    def push_many(self, varying: tuple[str, ...]) -> str:
+        arrays = ", ".join(f"CAST(:{name} AS {_TYPES[name]}[])" for name in varying)
+        values = ", ".join(
+            f"given.{name}" if name in varying else f"CAST(:{name} AS {_TYPES[name]})"
+            for name in rows.MANY_COLUMNS.split(", ")
+        )
+        return f"""
+            WITH pushed AS (
+                INSERT INTO jobs ({rows.MANY_COLUMNS})
+                SELECT {values}
+                FROM unnest({arrays}) WITH ORDINALITY AS given ({", ".join(varying)}, n)
+                ORDER BY n
+                RETURNING id, kind
+            ), told AS (SELECT pg_notify('{_CHANNEL}', kind) FROM pushed LIMIT 1)
+            SELECT id FROM pushed, told ORDER BY id
+            """
 
-    def add_tallies(
-        self, at: datetime, instance: str, counts: Mapping[str, tuple[int, int, int]]
-    ) -> None:
-        if counts:
-            self._db.run(lambda sql: tally.add(sql, at, instance, counts))
+    # The job that waits with the key moves to the push's time, and nothing else
+    # of it. A claim that took it first cleared its key: then a new job goes in.
+    push_latest = f"""
+        WITH pushed AS (
+            INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
+            {_ON_KEY} DO UPDATE SET run_at = excluded.run_at
+            RETURNING id, kind
+        )
+        SELECT id FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
+        """
 
-    def tallies(self, since: datetime) -> list[jobq.Tally]:
-        return self._db.run(lambda sql: tally.read(sql, since))
+    # Runs only move forward: the upsert returns no row when this run, or a later
+    # one, was pushed already, and the insert then has nothing to select from; one
+    # statement, so the run is never kept without its job. Of pushes of one run at
+    # once, the first wins, the others wait for its lock and change nothing. A
+    # unique kind's job waiting with the key is the run: no job is pushed.
+    schedule = f"""
+        WITH run AS (
+            INSERT INTO schedules (name, run_at) VALUES (:name, :run_at)
+            ON CONFLICT (name) DO UPDATE SET run_at = excluded.run_at
+            WHERE schedules.run_at < excluded.run_at
+            RETURNING name
+        ),
+        pushed AS (
+            INSERT INTO jobs ({_COLUMNS_IN}) SELECT {_VALUES} FROM run {_ON_KEY} DO NOTHING
+            RETURNING id, kind
+        )
+        SELECT id FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
+        UNION ALL
+        SELECT jobs.id FROM run, jobs
+        WHERE jobs.kind = :kind AND jobs.unique_key = :unique_key
+          AND NOT EXISTS (SELECT 1 FROM pushed)
+        UNION ALL
+        SELECT NULL FROM run WHERE :unique_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pushed)
+        """
 
-    # NotifyStore
+    # All three in one, returning the IDs it settled (what was kept), and a NULL
+    # for each limited kind, which it notifies: a claim of it waiting on another
+    # instance tries again at once.
+    settle = f"""
+        WITH done AS (
+            DELETE FROM jobs WHERE {_fenced("done_ids", "done_attempts")} AND {_NOT_ASKED}
+            RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
+        ),
+        retried AS (
+            UPDATE jobs SET held_until = 0,
+                run_at = {_given("retry_run_at", "bigint[]", "retry_ids")},
+                error = {_given("retry_errors", "text[]", "retry_ids")}
+            WHERE {_fenced("retry_ids", "retry_attempts")} AND {_NOT_ASKED}
+            RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
+        ),
+        failed AS (
+            UPDATE jobs SET held_until = 0, ended = 'failed',
+                failed_at = {_given("fail_at", "bigint[]", "fail_ids")},
+                error = {_given("fail_errors", "text[]", "fail_ids")}
+            WHERE {_fenced("fail_ids", "fail_attempts")} AND {_NOT_ASKED}
+            RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
+        ),
+        settled AS (
+            SELECT * FROM done UNION ALL SELECT * FROM retried UNION ALL SELECT * FROM failed
+        ),
+        limited AS (SELECT DISTINCT kind FROM settled WHERE {_LIMITED})
+        SELECT id FROM settled
+        UNION ALL
+        SELECT NULL FROM limited, pg_notify('{_CHANNEL}', limited.kind)
+        UNION ALL
+        SELECT NULL FROM failed, pg_notify('{_CHANNEL}', ' ' || failed.id)
+        """
 
-    def listen(
-        self,
-        wake: Callable[[], None],
-        asked: Callable[[], None] | None = None,
-        ended: Callable[[str], None] | None = None,
-    ) -> Callable[[], None]:
-        """Call ``wake`` from a thread soon after each push commits, anywhere, ``asked``
-        after each cancel of a running job, and ``ended`` with the ID of each job that
-        ended (the kit's ``Database.listen``: its own connection, made again when lost)."""
-        return self._db.listen(_CHANNEL, wake, asked, ended)
+    renew = f"""
+        UPDATE jobs SET held_until = :until WHERE {_fenced("ids", "attempts")}
+        RETURNING jobs.id
+        """
 
-    def prune(self, before: datetime, now: datetime | None = None) -> int:
-        """``ResultStore.prune`` (``now``: the clock's, unless given), and the kinds' holds and
-        pauses ended at ``now``, and the lock rows of keys no job has."""
-        params = {"before": rows.ms(before), "now": rows.ms(now or datetime.now(UTC))}
-        return int(self._db.run(lambda sql: sql.rows(_PRUNE, params))[0][0])
+    # The kind's time only moves forward (a pause ending before it ends with it).
+    hold_back = f"""
+        WITH kind_held AS (
+            INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
+            ON CONFLICT (kind) DO UPDATE SET
+                held_until = greatest(held_kinds.held_until, excluded.held_until),
+                paused = held_kinds.paused AND held_kinds.held_until >= excluded.held_until
+        )
+        {_PUT_BACK}"""
+
+    # Due (at once, or a snooze's :run_at), it notifies, as a push does: an instance
+    # waiting on its kind may claim it.
+    give_back = f"{_PUT_BACK} RETURNING pg_notify('{_CHANNEL}', kind)"
+
+    # A pause replaces the kind's pause before it, but never shortens a rate's hold.
+    pause = """
+        INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, true)
+        ON CONFLICT (kind) DO UPDATE SET paused = true, held_until = CASE
+            WHEN held_kinds.paused THEN excluded.held_until
+            ELSE greatest(held_kinds.held_until, excluded.held_until)
+        END
+        """
+
+    resume = "DELETE FROM held_kinds WHERE kind = :kind AND paused"
+
+    paused = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
+
+    # Each kind's jobs by state at :now, in one read of the table (an ended job's
+    # held_until is 0: it is never running).
+    stats = """
+        SELECT kind,
+            count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
+            count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at > :now),
+            count(*) FILTER (WHERE held_until > :now),
+            count(*) FILTER (WHERE failed_at IS NOT NULL AND (ended IS NULL OR ended = 'failed')),
+            min(run_at) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
+            count(*) FILTER (WHERE failed_at IS NOT NULL AND ended IN ('cancelled', 'expired')),
+            count(*) FILTER (WHERE failed_at IS NOT NULL AND ended = 'done')
+        FROM jobs GROUP BY kind
+        """
+
+    failed = _ended("(ended IS NULL OR ended = 'failed')")
+
+    cancelled = _ended("ended IN ('cancelled', 'expired')")
+
+    run_again = """
+        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
+            run_at = :run_at, held_until = 0
+        WHERE id = :id AND failed_at IS NOT NULL AND ended IS DISTINCT FROM 'done'
+        """
+
+    # A job a claim holds at :now is asked to stop (its first ask kept), with a NOTIFY
+    # of an empty payload, which has every queue ask at once which of its jobs were
+    # cancelled; any other that has not ended ends, its key let go, with a NOTIFY of
+    # its ID for whoever waits for its result. One UPDATE: of a
+    # claim at once, which locks the row, it waits for the commit and reads the row
+    # the claim left.
+    cancel = f"""
+        WITH cancelled AS (
+        UPDATE jobs SET
+            ended = CASE WHEN held_until > :now THEN NULL ELSE 'cancelled' END,
+            failed_at = CASE WHEN held_until > :now THEN NULL ELSE :now END,
+            cancel_asked = CASE WHEN held_until > :now THEN coalesce(cancel_asked, :now)
+                ELSE cancel_asked END,
+            unique_key = CASE WHEN held_until > :now THEN unique_key END,
+            held_until = CASE WHEN held_until > :now THEN held_until ELSE 0 END
+        WHERE id = :id AND failed_at IS NULL
+        RETURNING id, ended
+        )
+        SELECT ended FROM cancelled, pg_notify(
+            '{_CHANNEL}', CASE WHEN cancelled.ended IS NULL THEN '' ELSE ' ' || cancelled.id END
+        )
+        """
+
+    # A claimed job ended as the queue says: fenced by its claim as a settle is, and a
+    # done one by a cancel asked too; its last error kept unless another is given; a
+    # done one with its result, until its expires_at. A NOTIFY of a space and its ID
+    # tells whoever waits for its result, anywhere.
+    end = f"""
+        WITH ended AS (
+            UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
+                attempts = attempts - :unrun, error = coalesce(CAST(:error AS text), error),
+                result = :result, expires_at = :expires_at
+            WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+              AND (CAST(:ended AS text) <> 'done' OR cancel_asked IS NULL)
+            RETURNING id
+        )
+        SELECT id FROM ended, pg_notify('{_CHANNEL}', ' ' || ended.id)
+        """
+
+    # The jobs that waited past their expires_at, before any attempt began, end
+    # "expired" then, their keys let go; jobs_expires finds them (0005_jobs).
+    expire = """
+        UPDATE jobs SET ended = 'expired', failed_at = expires_at, unique_key = NULL, held_until = 0
+        WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
+          AND attempts = 0 AND snoozes = 0
+        """
+
+    # One job, with its hold and when its latest claim took it, for its status.
+    status = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
+
+    asked = f"""
+        SELECT id FROM jobs
+        WHERE {_by_key("ids")} AND {_OPEN} AND cancel_asked IS NOT NULL
+        """
+
+    # A done job kept with its result is not discarded: the prune deletes it in its time.
+    discard_all = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND ended IS DISTINCT FROM 'done'"
+
+    discard = f"{discard_all} AND {_by_key('ids')}"
+
+    # A job waiting for a later time, due now (BrowseStore.run_now).
+    run_now = f"UPDATE jobs SET run_at = :now WHERE {_by_key('ids')} AND {listing.LATER}"
+
+    # With the ended jobs (a done one kept with its result once past its expires_at)
+    # go the lock rows of keys no job has, and the kinds
+    # whose hold or pause has ended (a rate's hold-backs leave a row a kind).
+    prune = """
+        WITH ended AS (DELETE FROM held_kinds WHERE held_until < :now),
+        unused AS (
+            DELETE FROM job_locks AS lock WHERE lock.alone_key <> '' AND NOT EXISTS (
+                SELECT 1 FROM jobs WHERE jobs.kind = lock.kind AND jobs.alone_key = lock.alone_key
+            )
+        ),
+        pruned AS (
+            DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
+                THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
+            RETURNING 1
+        )
+        SELECT count(*) FROM pruned
+        """
 
 
-def _push_one(sql: rows.Statements, job: Job, latest: bool) -> bool:
-    """A unique kind's job of a push of many, as ``push_latest`` or ``push_unique`` would push
-    it, in the transaction ``sql`` runs in."""
-    params = rows.insert(job)
-    if latest:
-        job.id = str(sql.rows(_PUSH_LATEST, params)[0][0])
-        return True
-    while True:  # a waiting job that committed as this read began: read it in a new statement
-        found = sql.rows(_PUSH_UNIQUE, params) or [
-            (id, False) for (id,) in sql.rows(_WAITING, params)
-        ]
-        if found:
-            job.id = str(found[0][0])
-            return bool(found[0][1])
+class Jobs(postgres.Table):
+    """The jobs table: jobq's Store with every extra. ``Jobs(engine)`` runs each operation
+    as a transaction of its own; ``jobs.bind(connection)`` in the app's, whose pushes wake
+    the queues that listen as it commits."""
+
+    sql = SQL()

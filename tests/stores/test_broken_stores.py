@@ -99,8 +99,8 @@ def test_a_store_whose_done_ignores_its_fence_fails_the_suite(
         "unfenced_done",
         [
             (
-                '" WHERE id = :id AND attempts = :attempts AND failed_at',
-                '" WHERE id = :id AND failed_at',
+                '"(id = :id{i} AND attempts = :attempts{i})"',
+                '"(id = :id{i})"',
             )
         ],
     )
@@ -116,11 +116,9 @@ def test_a_store_whose_settles_ignore_a_cancel_asked_fails_the_suite(
         "sqlite",
         "settled_past_a_cancel",
         [
-            ('\n    " AND cancel_asked IS NULL"\n', "\n"),
-            ("\n      AND cancel_asked IS NULL\n", "\n"),
             (" AND cancel_asked IS NULL RETURNING id", " RETURNING id"),
             (" AND jobs.cancel_asked IS NULL", ""),
-            ("\n      AND (:ended <> 'done' OR cancel_asked IS NULL)\n", "\n"),
+            ("\n          AND (:ended <> 'done' OR cancel_asked IS NULL)\n", "\n"),
         ],
     )
     make = _sqlite_files(broken, tmp_path, engines)
@@ -174,10 +172,8 @@ def test_a_store_whose_unique_push_inserts_every_time_fails_the_suite(
         "mysql",
         "unique_twice",
         [
-            (
-                "    def push_unique(self, job: Job) -> bool:\n        if not job.key:\n",
-                "    def push_unique(self, job: Job) -> bool:\n        if True:\n",
-            )
+            # Its push writes no key: the unique index never turns a second one away.
+            (":run_at, :unique_key, :alone_key", ":run_at, NULL, :alone_key")
         ],
     )
 

@@ -165,7 +165,8 @@ def test_a_batch_whose_ids_came_apart_is_pushed_again_one_row_at_a_time(
             return id - 1 if "mark" in params else id
 
     jobs = [Job(kind="import", payload=json.dumps({"i": i}), run_at=T0) for i in range(50)]
-    ids = mysql.Database(engine).run(lambda sql: kit.insert_many(Apart(sql), mysql._MANY, jobs))
+    driver = kit.Driver(engine, mysql.SQL())
+    ids = driver.db.run(lambda sql: kit.insert_many(Apart(sql), driver._many, jobs))
     for job, id in zip(jobs, ids, strict=True):
         job.id = str(id)
     kept = _kept(engine)

@@ -418,7 +418,7 @@ def test_a_batch_claim_reads_the_due_index_in_order_however_many_wait(
     with pg_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("ANALYZE jobs")
         conn.exec_driver_sql("ANALYZE held_kinds")
-        sql = str(sa.text(postgres._CLAIM).compile(dialect=pg_engine.dialect))
+        sql = str(sa.text(postgres.SQL().claim(False)).compile(dialect=pg_engine.dialect))
         params = {"now": ms(T0), "until": ms(HOLD), "most": 128, "kinds": None, "by": None}
         plan = [
             row[0] for row in conn.exec_driver_sql(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params)
@@ -501,10 +501,10 @@ def test_a_batch_settle_and_a_renewal_read_their_jobs_by_key_however_many_are_he
     # The settles leave the job whose cancel was asked (the queue ends it cancelled);
     # the renewal keeps holding it, as its handler still runs.
     for statement, params, changed, kept in (
-        (postgres._SETTLE, settles(batch, [], []), "Delete on jobs", 127),
-        (postgres._SETTLE, settles([], batch[:64], batch[64:]), "Update on jobs", 127),
-        (postgres._RENEW, renewal(batch, HOLD + timedelta(minutes=1)), "Update on jobs", 128),
-        (postgres._ASKED, {"ids": ids}, None, 0),
+        (postgres.SQL.settle, settles(batch, [], []), "Delete on jobs", 127),
+        (postgres.SQL.settle, settles([], batch[:64], batch[64:]), "Update on jobs", 127),
+        (postgres.SQL.renew, renewal(batch, HOLD + timedelta(minutes=1)), "Update on jobs", 128),
+        (postgres.SQL.asked, {"ids": ids}, None, 0),
     ):
         text = _explained(pg_engine, statement, params, plan)
         assert "jobs_pkey" in text, text

@@ -268,7 +268,8 @@ def test_a_push_whose_connection_broke_fails_and_the_next_push_opens_a_new_one(
 ) -> None:
     jobs = sqlite.Jobs(engine)
     jobs.push(_job("before"))
-    jobs._db._pushing_cursor().connection.close()  # as a file gone or unreadable would leave it
+    # As a file gone or unreadable would leave it:
+    jobs._driver.db._pushing_cursor().connection.close()
     with pytest.raises(StoreError):
         jobs.push(_job("lost"))
     jobs.push(_job("after"))
@@ -279,12 +280,12 @@ def test_a_forked_process_pushes_on_a_connection_of_its_own(engine: sa.Engine) -
     """SQLite's own rule: a connection is never used on both sides of a fork."""
     jobs = sqlite.Jobs(engine)
     jobs.push(_job("before"))
-    parents = jobs._db._pushing_cursor().connection
+    parents = jobs._driver.db._pushing_cursor().connection
     child = os.fork()
     if child == 0:  # the child: never back into pytest
         try:
             jobs.push(_job("child"))
-            os._exit(0 if jobs._db._pushing_cursor().connection is not parents else 2)
+            os._exit(0 if jobs._driver.db._pushing_cursor().connection is not parents else 2)
         except BaseException:
             os._exit(1)
     _, status = os.waitpid(child, 0)
@@ -311,7 +312,7 @@ def test_a_batch_claim_reads_its_chosen_jobs_once_not_once_for_each_job_it_retur
     """A subquery of ``may`` run for each row would cost a batch of n jobs n times n rows."""
     with engine.connect() as conn:
         plan = conn.exec_driver_sql(
-            f"EXPLAIN QUERY PLAN {sqlite._claim(128)}",
+            f"EXPLAIN QUERY PLAN {sqlite.SQL().claim(128)}",
             {"now": 1, "until": 2, "by": None, "kinds": None},
         ).all()
     correlated = {node for node, _, _, step in plan if step.startswith("CORRELATED")}
@@ -323,7 +324,7 @@ def test_a_batch_claim_reads_its_chosen_jobs_once_not_once_for_each_job_it_retur
 def test_a_claim_and_an_idle_poll_seek_the_due_index_and_never_scan_the_table(
     engine: sa.Engine, most: int | None
 ) -> None:
-    statement = sqlite._ANY_DUE if most is None else sqlite._claim(most)
+    statement = sqlite.SQL.any_due if most is None else sqlite.SQL().claim(most)
     plan = _plan(engine, statement)
     assert "SEARCH due USING INDEX jobs_due (priority=? AND run_at<?)" in plan, plan
     # Every read of the tables is a seek: what the claim scans and sorts is only

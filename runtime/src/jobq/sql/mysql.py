@@ -19,6 +19,7 @@ Needs SQLAlchemy and PyMySQL (``jobq[mysql]``).
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -28,13 +29,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
 from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
-from jobq.sql import rows
+from jobq.sql import rows, table
 from jobq.sql.engine import check_timeouts, last_in_first_out, no_connection_free
 from jobq.sql.pool import autocommit
 
@@ -46,9 +47,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ClaimStatements",
     "Database",
+    "Driver",
     "ManyStatements",
+    "SQL",
     "SettleStatements",
     "Statements",
+    "Table",
     "claim",
     "fences",
     "insert_many",
@@ -733,3 +737,305 @@ def _said(error: BaseException | None) -> str:
 
 # Compiles the statements once into PyMySQL's own SQL, %(name)s parameters (see _Driver).
 _DIALECT = create_engine("mysql+pymysql://", paramstyle="pyformat").dialect  # connects to nothing
+
+
+class SQL(table.SQL):
+    """A MySQL jobs table's statements: ``table.SQL``'s, and those of its claim, settle,
+    pushes and put-backs. Times are Unix milliseconds; a list of IDs (``:ids``) is a
+    tuple, written as a list in parentheses; a job is given as ``rows.insert`` makes it.
+    With no UPDATE ... RETURNING, a write's count or a read after it says what it did.
+
+    - ``claim(keys, kinds, only)``, ``locks(n)``, ``rank``, ``hold``: the claim's
+      (``ClaimStatements``' ``due``, ``locks``, ``rank`` and ``hold``);
+    - ``settle_done``, ``settle_done_left``, ``settle_retry``, ``settle_retried``,
+      ``settle_fail``, ``settle_failed``: the settle's (``SettleStatements``');
+    - ``renew``: the holds of the jobs ``fences`` names that their claims still have,
+      moved to ``:until``; ``renewed``: which of them hold until ``:until`` now;
+    - ``push``: a job (its key ``:unique_key``, which the unique index may turn away);
+      ``waiting``: ``(id, run_at)`` of the job of the key that waits; ``move``: that job
+      (``:id``, while it has the key) due at ``:run_at``;
+    - ``push_many(n, varying)``, ``marked``, ``unmark``: a push of many's
+      (``ManyStatements``' ``insert``, ``marked`` and ``unmark``);
+    - ``move_run``, ``first_run``, ``last_run``: the run ``:run_at`` of the schedule
+      ``:name`` moved forward, made if there is none, and read;
+    - ``hold_kind``: the kind ``:kind`` held until ``:until`` (never earlier than it was);
+      ``put_back``: a claimed job as ``rows.put_back`` says, which the unique index may
+      turn away for its key;
+    - ``cancelling``: of the job ``:id`` not ended, locked, whether a claim holds it at
+      ``:now``; then ``ask`` (its cancel asked) or ``cancel`` (it ends cancelled);
+    - ``expired``: the IDs of up to 1,000 jobs past their ``expires_at`` at ``:now`` that
+      never ran; ``expire``: those of them (``:ids``) that still are, ended;
+    - ``prune_kinds``, ``prune_locks``, ``prune``: the kinds' ended holds, the lock rows of
+      keys no job has, and the ended jobs (``:before``, ``:now``), deleted.
+    """
+
+    rank: str
+    hold: str
+    settle_done: str
+    settle_done_left: str
+    settle_retry: str
+    settle_retried: str
+    settle_fail: str
+    settle_failed: str
+    renew: str
+    renewed: str
+    push: str
+    waiting: str
+    move: str
+    marked: str
+    unmark: str
+    move_run: str
+    first_run: str
+    last_run: str
+    hold_kind: str
+    put_back: str
+    cancelling: str
+    ask: str
+    cancel: str
+    expired: str
+    expire: str
+    prune_kinds: str
+    prune_locks: str
+    prune: str
+
+    @table.statement
+    def claim(self, keys: int, kinds: int, only: int | None) -> str:
+        raise NotImplementedError
+
+    @table.statement
+    def locks(self, n: int) -> str:
+        raise NotImplementedError
+
+    @table.statement
+    def push_many(self, n: int, varying: tuple[str, ...]) -> str:
+        raise NotImplementedError
+
+
+# Tries of a latest push whose waiting job a claim or another push moved between its
+# read and its write.
+_TRIES = 10
+
+
+class Driver:
+    """``table.Driver`` on MySQL and MariaDB: ``sql``'s statements run by a ``Database``."""
+
+    def __init__(self, engine: Engine, sql: SQL) -> None:
+        table.check(sql)
+        self.sql = sql
+        self.db = Database(engine)
+        # Each statement made once for each of its variants, and kept (bound copies share them).
+        self._claims = ClaimStatements(
+            due=functools.lru_cache(maxsize=64)(sql.claim),
+            locks=functools.lru_cache(maxsize=64)(sql.locks),
+            rank=sql.rank,
+            hold=sql.hold,
+        )
+        self._settles = SettleStatements(
+            done=sql.settle_done,
+            done_left=sql.settle_done_left,
+            retry=sql.settle_retry,
+            retried=sql.settle_retried,
+            fail=sql.settle_fail,
+            failed=sql.settle_failed,
+        )
+        self._many = ManyStatements(
+            insert=functools.cache(sql.push_many),
+            marked=sql.marked,
+            unmark=sql.unmark,
+            one=sql.push,
+        )
+
+    def bind(self, connection: Connection) -> Driver:
+        bound = copy.copy(self)
+        bound.db = self.db.bind(connection)
+        return bound
+
+    def read(self, statement: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return self.db.run(lambda sql: sql.rows(statement, params), alone=True)
+
+    def change(self, statement: Any, params: Mapping[str, Any]) -> int:
+        return self.db.run(lambda sql: sql.count(statement, params), alone=True)
+
+    def write(self, work: Callable[[Statements], _T]) -> _T:
+        return self.db.run(work)
+
+    def ids(self, ids: list[int]) -> tuple[int, ...]:
+        return tuple(ids)
+
+    def push(self, job: Job) -> None:
+        params = {**rows.insert(job), "unique_key": None}  # a plain push keeps no key
+        job.id = str(self.db.run(lambda sql: sql.insert(self.sql.push, params), alone=True))
+
+    def push_unique(self, job: Job) -> bool:
+        if not job.key:
+            self.push(job)
+            return True
+        params = rows.insert(job)
+        id, pushed = self.db.run(
+            lambda sql: insert_unique(sql, self.sql.push, self.sql.waiting, params)
+        )
+        job.id = str(id)
+        return pushed
+
+    def push_latest(self, job: Job) -> None:
+        if not job.key:
+            self.push(job)
+            return
+        params = rows.insert(job)
+        for _ in range(_TRIES):
+            # Each try a transaction of its own: the one turned away holds a lock
+            # for reading on the key, which a claim of the waiting job needs.
+            id = self.db.run(lambda sql: self._latest_once(sql, params))
+            if id is not None:
+                job.id = str(id)
+                return
+        raise _latest_locked(job)
+
+    def push_many(self, jobs: Sequence[Job], latest: bool) -> list[bool]:
+        def push(sql: Statements) -> list[bool]:
+            def batch(part: Sequence[Job]) -> list[int]:
+                return insert_many(sql, self._many, part)
+
+            return rows.push_many(jobs, batch, lambda job: self._push_one(sql, job, latest))
+
+        return self.db.run(push)
+
+    def push_scheduled(self, schedule: str, job: Job) -> bool:
+        run = {"name": schedule, "run_at": rows.ms(job.run_at)}
+
+        def work(sql: Statements) -> int | None:
+            for _ in range(2):
+                if sql.count(self.sql.move_run, run):
+                    return self._push_run(sql, job)
+                made = sql.count_or_none(self.sql.first_run, run)
+                if made is not None:
+                    return self._push_run(sql, job) if made else None
+                # Turned away: another push made the row.
+                [(last,)] = sql.rows(self.sql.last_run, run)
+                if last >= run["run_at"]:
+                    return None
+                # It made the row just now, behind this run: the next pass moves it.
+            return None
+
+        id = self.db.run(work)
+        if id is None:
+            return False
+        job.id = str(id)
+        return True
+
+    def claim(self, now: datetime, until: datetime, most: int, by: Claimant | None) -> list[Job]:
+        return claim(self.db, self._claims, now, until, most, by)
+
+    def settle(self, done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> list[str]:
+        return settle(self.db, self._settles, done, retry, fail)
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
+        params = {**fences(jobs), "until": rows.ms(until)}
+
+        def work(sql: Statements) -> list[str]:
+            sql.count(self.sql.renew, params)
+            return [str(id) for (id,) in sql.rows(self.sql.renewed, params)]
+
+        return self.db.run(work)
+
+    def put_back(self, job: Job, snoozed_until: datetime | None, hold: datetime | None) -> bool:
+        if hold is None:
+            return self.db.run(lambda sql: self._put_back(sql, job, snoozed_until), alone=True) > 0
+
+        def work(sql: Statements) -> bool:
+            sql.count(self.sql.hold_kind, {"kind": job.kind, "until": rows.ms(hold)})
+            return self._put_back(sql, job, snoozed_until) > 0
+
+        return self.db.run(work)
+
+    def cancel(self, id: int, now: datetime) -> Literal["cancelled", "asked"] | None:
+        params = {"id": id, "now": rows.ms(now)}
+
+        def work(sql: Statements) -> Literal["cancelled", "asked"] | None:
+            found = sql.rows(self.sql.cancelling, params)
+            if not found:
+                return None
+            if found[0][0]:
+                sql.count(self.sql.ask, params)
+                return "asked"
+            sql.count(self.sql.cancel, params)
+            return "cancelled"
+
+        return self.db.run(work)
+
+    def expire(self, now: datetime) -> int:
+        params: dict[str, object] = {"now": rows.ms(now)}
+        found = self.read(self.sql.expired, params)
+        if not found:
+            return 0
+        params["ids"] = tuple(id for (id,) in found)
+        return self.change(self.sql.expire, params)
+
+    def prune(self, before: datetime, now: datetime) -> int:
+        params = {"before": rows.ms(before), "now": rows.ms(now)}
+
+        def work(sql: Statements) -> int:
+            sql.count(self.sql.prune_kinds, params)
+            sql.count(self.sql.prune_locks, params)
+            return sql.count(self.sql.prune, params)
+
+        return self.db.run(work)
+
+    def _push_run(self, sql: Statements, job: Job) -> int:
+        """Push a schedule's run: a unique kind's job that waits already *is* the run."""
+        if job.key:
+            return insert_unique(sql, self.sql.push, self.sql.waiting, rows.insert(job))[0]
+        return sql.insert(self.sql.push, {**rows.insert(job), "unique_key": None})
+
+    def _put_back(self, sql: Statements, job: Job, snoozed_until: datetime | None) -> int:
+        """The job back as its claim found it (or snoozed until a time), with its key unless
+        another job has it now."""
+        params = rows.put_back(job, snoozed_until)
+        if job.key:
+            kept = sql.count_or_none(self.sql.put_back, params)
+            if kept is not None:
+                return kept
+        return sql.count(self.sql.put_back, {**params, "unique_key": None})
+
+    def _latest_once(self, sql: Statements, params: dict[str, Any]) -> int | None:
+        """The waiting job of the key moved, or this one pushed: its ID; None when a push
+        beat it."""
+        found = sql.rows(self.sql.waiting, params)
+        if found and found[0][1] == params["run_at"]:
+            return int(found[0][0])  # due then already: no write, no lock for a claim to meet
+        if found and sql.count(self.sql.move, {**params, "id": found[0][0]}):
+            return int(found[0][0])
+        return sql.insert_or_none(self.sql.push, params)
+
+    def _push_one(self, sql: Statements, job: Job, latest: bool) -> bool:
+        """A unique kind's job of a push of many, as ``push_latest`` or ``push_unique`` would
+        push it, in the transaction ``sql`` runs in."""
+        params = rows.insert(job)
+        if not latest:
+            id, pushed = insert_unique(sql, self.sql.push, self.sql.waiting, params)
+            job.id = str(id)
+            return pushed
+        for _ in range(_TRIES):
+            found = self._latest_once(sql, params)
+            if found is not None:
+                job.id = str(found)
+                return True
+        raise _latest_locked(job)
+
+
+def _latest_locked(job: Job) -> StoreLocked:
+    return StoreLocked(
+        f"a push of kind {job.kind!r} met other pushes and claims of its key "
+        f"{_TRIES} times: push it again"
+    )
+
+
+class Table(table.Table):
+    """The jobs table on MySQL or MariaDB: jobq's Store with every extra but NotifyStore.
+    An app's subclass names its ``sql``; ``Table(engine)`` is the queue's Store."""
+
+    sql: ClassVar[SQL]
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(Driver(engine, self.sql))
+        self.engine = engine

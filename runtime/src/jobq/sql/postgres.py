@@ -16,6 +16,7 @@ Needs SQLAlchemy and psycopg 3 (``jobq[postgres]``).
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import math
@@ -26,14 +27,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, LiteralString, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, LiteralString, Protocol, TypeVar
 
 import psycopg
 from sqlalchemy import create_engine, exc
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
-from jobq.sql import rows
+from jobq.sql import rows, table
 from jobq.sql.engine import check_timeouts, last_in_first_out, no_connection_free
 from jobq.sql.pool import autocommit
 from jobq.sql.rows import Through
@@ -45,7 +46,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ClaimStatements",
     "Database",
+    "Driver",
+    "SQL",
     "Statements",
+    "Table",
     "claim",
     "insert_unique",
     "make_engine",
@@ -352,6 +356,203 @@ def renewal(jobs: Sequence[Job], until: datetime) -> dict[str, Any]:
         "ids": [int(j.id) for j in jobs],
         "attempts": [j.attempts for j in jobs],
     }
+
+
+class SQL(table.SQL):
+    """A Postgres jobs table's statements: ``table.SQL``'s, and those of its claim, settle,
+    pushes and put-backs. Times are Unix milliseconds; a list of IDs (``:ids``) is a
+    bigint array; a job is given as ``rows.insert`` makes it. Each statement that pushes
+    or ends a job, or asks a running one's cancel, notifies ``channel`` (see ``listen``).
+
+    - ``claim(filtered)``, ``lock(filtered)``, ``claim_limited(filtered)``: the claim's
+      (``ClaimStatements``' ``free``, ``lock`` and ``limited``);
+    - ``settle``: a batch settle given ``settles``' parameters (see ``settle``);
+    - ``renew``: the holds of the jobs ``:ids`` (``:attempts``) their claims still have,
+      moved to ``:until``, returning their IDs;
+    - ``push``: a job with no key, returning its ID; ``push_unique`` and ``waiting``: see
+      ``insert_unique``; ``push_latest``: a job of a key, or the waiting one's ``run_at``
+      moved to it, returning the ID; ``push_many(varying)``: the jobs of ``rows.many``,
+      returning their IDs in order;
+    - ``schedule``: the run ``:run_at`` of the schedule ``:name`` and its job, unless this
+      run or a later one was kept: the job's ID, NULL for a unique job's that waits
+      already, or no row;
+    - ``give_back``: a claimed job put back as ``rows.put_back`` says; ``hold_back`` that,
+      and its kind held until ``:until``;
+    - ``cancel``: the job ``:id`` at ``:now``, returning a row as ``rows.cancel_said``
+      reads it;
+    - ``expire``: the jobs past their ``expires_at`` at ``:now`` that never ran, ended;
+    - ``prune``: the ended jobs (``:before``, ``:now``) and what else is kept for a while,
+      deleted, returning how many jobs.
+    """
+
+    channel: str
+    settle: str
+    renew: str
+    push: str
+    push_unique: str
+    waiting: str
+    push_latest: str
+    schedule: str
+    give_back: str
+    hold_back: str
+    cancel: str
+    expire: str
+    prune: str
+
+    @table.statement
+    def claim(self, filtered: bool) -> str:
+        raise NotImplementedError
+
+    @table.statement
+    def lock(self, filtered: bool) -> str:
+        raise NotImplementedError
+
+    @table.statement
+    def claim_limited(self, filtered: bool) -> str:
+        raise NotImplementedError
+
+    @table.statement
+    def push_many(self, varying: tuple[str, ...]) -> str:
+        raise NotImplementedError
+
+
+class Driver:
+    """``table.Driver`` on Postgres: ``sql``'s statements run by a ``Database``."""
+
+    def __init__(self, engine: Engine, sql: SQL) -> None:
+        table.check(sql)
+        self.sql = sql
+        self.db = Database(engine)
+        # Each statement made once for each of its variants, and kept (bound copies share them).
+        self._claims = ClaimStatements(
+            free=functools.cache(sql.claim),
+            lock=functools.cache(sql.lock),
+            limited=functools.cache(sql.claim_limited),
+        )
+        self._push_many = functools.cache(sql.push_many)
+
+    def bind(self, connection: Connection) -> Driver:
+        bound = copy.copy(self)
+        bound.db = self.db.bind(connection)
+        return bound
+
+    def read(self, statement: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return self.db.run(lambda sql: sql.rows(statement, params))
+
+    def change(self, statement: Any, params: Mapping[str, Any]) -> int:
+        return self.db.run(lambda sql: sql.count(statement, params))
+
+    def write(self, work: Callable[[Statements], _T]) -> _T:
+        def transaction(sql: Statements) -> _T:
+            with sql.transaction():
+                return work(sql)
+
+        return self.db.run(transaction)
+
+    def ids(self, ids: list[int]) -> list[int]:
+        return ids
+
+    def push(self, job: Job) -> None:
+        params = {**rows.insert(job), "unique_key": None}  # a plain push keeps no key
+        job.id = str(self.db.run(lambda sql: sql.rows(self.sql.push, params))[0][0])
+
+    def push_unique(self, job: Job) -> bool:
+        id, pushed = insert_unique(
+            self.db, self.sql.push_unique, self.sql.waiting, rows.insert(job)
+        )
+        job.id = str(id)
+        return pushed
+
+    def push_latest(self, job: Job) -> None:
+        params = rows.insert(job)
+        job.id = str(self.db.run(lambda sql: sql.rows(self.sql.push_latest, params))[0][0])
+
+    def push_many(self, jobs: Sequence[Job], latest: bool) -> list[bool]:
+        def push(sql: Statements) -> list[bool]:
+            def batch(part: Sequence[Job]) -> list[int]:
+                varying, params = rows.many(part)
+                return [id for (id,) in sql.rows(self._push_many(varying), params)]
+
+            return rows.push_many(jobs, batch, lambda job: self._push_one(sql, job, latest))
+
+        return self.db.run(push)
+
+    def push_scheduled(self, schedule: str, job: Job) -> bool:
+        params = {"name": schedule, **rows.insert(job)}
+        found = self.db.run(lambda sql: sql.rows(self.sql.schedule, params))
+        if not found:
+            return False
+        if found[0][0] is not None:
+            job.id = str(found[0][0])
+        return True
+
+    def claim(self, now: datetime, until: datetime, most: int, by: Claimant | None) -> list[Job]:
+        return claim(self.db, self._claims, now, until, most, by)
+
+    def settle(self, done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> list[str]:
+        return settle(self.db, self.sql.settle, done, retry, fail)
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
+        params = renewal(jobs, until)
+        return [str(row[0]) for row in self.db.run(lambda sql: sql.rows(self.sql.renew, params))]
+
+    def put_back(self, job: Job, snoozed_until: datetime | None, hold: datetime | None) -> bool:
+        params = rows.put_back(job, snoozed_until)
+        if hold is not None:
+            params["until"] = rows.ms(hold)
+        statement = self.sql.give_back if hold is None else self.sql.hold_back
+        return self.db.rerun_on_duplicate(lambda sql: sql.count(statement, params)) > 0
+
+    def cancel(self, id: int, now: datetime) -> Literal["cancelled", "asked"] | None:
+        params = {"id": id, "now": rows.ms(now)}
+        return rows.cancel_said(self.db.run(lambda sql: sql.rows(self.sql.cancel, params)))
+
+    def expire(self, now: datetime) -> int:
+        return self.change(self.sql.expire, {"now": rows.ms(now)})
+
+    def prune(self, before: datetime, now: datetime) -> int:
+        params = {"before": rows.ms(before), "now": rows.ms(now)}
+        return int(self.db.run(lambda sql: sql.rows(self.sql.prune, params))[0][0])
+
+    def _push_one(self, sql: Statements, job: Job, latest: bool) -> bool:
+        """A unique kind's job of a push of many, as ``push_latest`` or ``push_unique`` would
+        push it, in the transaction ``sql`` runs in."""
+        params = rows.insert(job)
+        if latest:
+            job.id = str(sql.rows(self.sql.push_latest, params)[0][0])
+            return True
+        while True:  # a waiting job that committed as this read began: read it in a new statement
+            found = sql.rows(self.sql.push_unique, params) or [
+                (id, False) for (id,) in sql.rows(self.sql.waiting, params)
+            ]
+            if found:
+                job.id = str(found[0][0])
+                return bool(found[0][1])
+
+
+class Table(table.Table):
+    """The jobs table on Postgres: jobq's Store with every extra. An app's subclass names
+    its ``sql``; ``Table(engine)`` is the queue's Store."""
+
+    sql: ClassVar[SQL]
+    _driver: Driver
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(Driver(engine, self.sql))
+        self.engine = engine
+
+    # NotifyStore
+
+    def listen(
+        self,
+        wake: Callable[[], None],
+        asked: Callable[[], None] | None = None,
+        ended: Callable[[str], None] | None = None,
+    ) -> Callable[[], None]:
+        """Call ``wake`` from a thread soon after each push commits, anywhere, ``asked``
+        after each cancel of a running job, and ``ended`` with the ID of each job that
+        ended (``Database.listen``: its own connection, made again when lost)."""
+        return self._driver.db.listen(self.sql.channel, wake, asked, ended)
 
 
 class _Driver:

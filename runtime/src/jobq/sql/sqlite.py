@@ -14,6 +14,8 @@ Needs SQLAlchemy (``jobq[sqlite]``) and SQLite 3.35 or later (RETURNING).
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import sqlite3
 import threading
@@ -21,13 +23,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
-from jobq.sql import process, rows
+from jobq.sql import process, rows, table
 from jobq.sql.engine import last_in_first_out
 from jobq.sql.rows import Statements, Through
 
@@ -40,7 +42,10 @@ __all__ = [
     "BEGIN",
     "ClaimStatements",
     "Database",
+    "Driver",
+    "SQL",
     "SettleStatements",
+    "Table",
     "claim",
     "make_engine",
     "settle",
@@ -371,3 +376,203 @@ def _portable(original: BaseException | None, invalidated: bool) -> StoreError:
     if "no such table" in str(original) or "no such column" in str(original):
         return StoreError(f"{original}: run the app's migrations (./myapp migrate)")
     return StoreError(f"the jobs table could not be written or read: {original}")
+
+
+class SQL(table.SQL):
+    """A SQLite jobs table's statements: ``table.SQL``'s, and those of its claim, settle,
+    pushes and put-backs. Times are Unix milliseconds; a list of IDs (``:ids``) is a JSON
+    array; a job is given as ``rows.insert`` makes it.
+
+    - ``any_due``, ``claim(most)``, ``let_keys_go``: the claim (see ``ClaimStatements``);
+    - ``done(n)``, ``retry(n)``, ``fail(n)``: the settle (see ``SettleStatements``), a
+      ``done`` of at most 256 jobs;
+    - ``renew(n)``: the holds of the ``n`` jobs ``:id0, :attempts0``, ... that their claims
+      still have, moved to ``:until``, returning their IDs;
+    - ``push``: a job with no key, returning its ID; ``push_unique``: a job of a key,
+      returning its ID, or no row when a job of the key waits, which ``waiting`` reads;
+      ``push_latest``: a job of a key, or the waiting one's ``run_at`` moved to it,
+      returning the ID; ``push_many``: the jobs ``:jobs``, a JSON array of
+      ``rows.MANY_COLUMNS`` arrays, returning their IDs in order;
+    - ``schedule``: the run ``:run_at`` of the schedule ``:name``, kept only when later
+      than the one kept, returning a row then;
+    - ``hold_kind``: the kind ``:kind`` held until ``:until`` (never earlier than it was);
+      ``put_back``: a claimed job as ``rows.put_back`` says;
+    - ``cancel``: the job ``:id`` at ``:now`` as ``rows.cancel_said`` reads its row;
+    - ``expire``: the jobs past their ``expires_at`` at ``:now`` that never ran, ended;
+    - ``prune_kinds``, ``prune``: the kinds' ended holds, and the ended jobs (``:before``,
+      ``:now``), deleted.
+    """
+
+    any_due: str
+    let_keys_go: str
+    push: str
+    push_unique: str
+    waiting: str
+    push_latest: str
+    push_many: str
+    schedule: str
+    hold_kind: str
+    put_back: str
+    cancel: str
+    expire: str
+    prune_kinds: str
+    prune: str
+
+    @table.statement
+    def claim(self, most: int) -> str:
+        raise NotImplementedError
+
+    @table.statement
+    def done(self, n: int) -> str:
+        raise NotImplementedError
+
+    @table.statement
+    def retry(self, n: int) -> str:
+        raise NotImplementedError
+
+    @table.statement
+    def fail(self, n: int) -> str:
+        raise NotImplementedError
+
+    @table.statement
+    def renew(self, n: int) -> str:
+        raise NotImplementedError
+
+
+# A done batch's statement names each job's fence in a term of its own, nested; SQLite
+# refuses expressions past 1,000 deep.
+_DONE_AT_MOST = 256
+
+
+class Driver:
+    """``table.Driver`` on SQLite: ``sql``'s statements run by a ``Database``."""
+
+    def __init__(self, engine: Engine, sql: SQL) -> None:
+        table.check(sql)
+        self.sql = sql
+        self.db = Database(engine)
+        # Each statement made for a count once, and kept (bound copies share them).
+        self._claims = ClaimStatements(
+            any_due=sql.any_due, claim=functools.cache(sql.claim), let_keys_go=sql.let_keys_go
+        )
+        self._settles = SettleStatements(
+            done=functools.cache(sql.done),
+            done_at_most=_DONE_AT_MOST,
+            retry=functools.cache(sql.retry),
+            fail=functools.cache(sql.fail),
+        )
+        self._renew = functools.cache(sql.renew)
+
+    def bind(self, connection: Connection) -> Driver:
+        bound = copy.copy(self)
+        bound.db = self.db.bind(connection)
+        return bound
+
+    def read(self, statement: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return self.db.read(lambda sql: sql.rows(statement, params))
+
+    def change(self, statement: Any, params: Mapping[str, Any]) -> int:
+        return self.db.write(lambda sql: sql.count(statement, params))
+
+    def write(self, work: Callable[[Statements], _T]) -> _T:
+        return self.db.write(work)
+
+    def ids(self, ids: list[int]) -> str:
+        return json.dumps(ids)
+
+    def push(self, job: Job) -> None:
+        job.id = str(self.db.push(self.sql.push, rows.insert(job)))
+
+    def push_unique(self, job: Job) -> bool:
+        return self.db.write(lambda sql: self._push_unique(sql, job))
+
+    def push_latest(self, job: Job) -> None:
+        params = rows.insert(job)
+        job.id = str(self.db.write(lambda sql: sql.rows(self.sql.push_latest, params)[0][0]))
+
+    def push_many(self, jobs: Sequence[Job], latest: bool) -> list[bool]:
+        def push(sql: Statements) -> list[bool]:
+            def batch(part: Sequence[Job]) -> list[int]:
+                given = {"jobs": json.dumps(rows.many_rows(part))}
+                return sorted(id for (id,) in sql.rows(self.sql.push_many, given))
+
+            return rows.push_many(jobs, batch, lambda job: self._push_one(sql, job, latest))
+
+        return self.db.write(push)
+
+    def push_scheduled(self, schedule: str, job: Job) -> bool:
+        def push(sql: Statements) -> bool:
+            if not sql.rows(self.sql.schedule, {"name": schedule, "run_at": rows.ms(job.run_at)}):
+                return False
+            if job.key:
+                self._push_unique(sql, job)  # a unique kind's job of the run's key waiting is it
+            else:
+                job.id = str(sql.rows(self.sql.push, rows.insert(job))[0][0])
+            return True
+
+        return self.db.write(push)
+
+    def claim(self, now: datetime, until: datetime, most: int, by: Claimant | None) -> list[Job]:
+        return claim(self.db, self._claims, now, until, most, by)
+
+    def settle(self, done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> list[str]:
+        return settle(self.db, self._settles, done, retry, fail)
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
+        params = {**rows.numbered(jobs), "until": rows.ms(until)}
+        found = self.db.write(lambda sql: sql.rows(self._renew(len(jobs)), params))
+        return [str(id) for (id,) in found]
+
+    def put_back(self, job: Job, snoozed_until: datetime | None, hold: datetime | None) -> bool:
+        params = rows.put_back(job, snoozed_until)
+
+        def work(sql: Statements) -> bool:
+            if hold is not None:
+                sql.count(self.sql.hold_kind, {"kind": job.kind, "until": rows.ms(hold)})
+            return sql.count(self.sql.put_back, params) > 0
+
+        return self.db.write(work)
+
+    def cancel(self, id: int, now: datetime) -> Literal["cancelled", "asked"] | None:
+        params = {"id": id, "now": rows.ms(now)}
+        return rows.cancel_said(self.db.write(lambda sql: sql.rows(self.sql.cancel, params)))
+
+    def expire(self, now: datetime) -> int:
+        return self.change(self.sql.expire, {"now": rows.ms(now)})
+
+    def prune(self, before: datetime, now: datetime) -> int:
+        params = {"before": rows.ms(before), "now": rows.ms(now)}
+
+        def work(sql: Statements) -> int:
+            sql.count(self.sql.prune_kinds, params)
+            return sql.count(self.sql.prune, params)
+
+        return self.db.write(work)
+
+    def _push_one(self, sql: Statements, job: Job, latest: bool) -> bool:
+        """A unique kind's job of a push of many, as ``push_latest`` or ``push_unique`` would
+        push it, in the transaction ``sql`` runs in."""
+        if latest:
+            job.id = str(sql.rows(self.sql.push_latest, rows.insert(job))[0][0])
+            return True
+        return self._push_unique(sql, job)
+
+    def _push_unique(self, sql: Statements, job: Job) -> bool:
+        params = rows.insert(job)
+        pushed = sql.rows(self.sql.push_unique, params)
+        if pushed:
+            job.id = str(pushed[0][0])
+            return True
+        job.id = str(sql.rows(self.sql.waiting, params)[0][0])
+        return False
+
+
+class Table(table.Table):
+    """The jobs table on SQLite: jobq's Store with every extra but NotifyStore. An app's
+    subclass names its ``sql``; ``Table(engine)`` is the queue's Store."""
+
+    sql: ClassVar[SQL]
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(Driver(engine, self.sql))
+        self.engine = engine

@@ -6,8 +6,7 @@ a plain INSERT of a row a kind: instances never write the same row, so no add
 waits on another's, and none needs an upsert, which each database spells its
 own way. Its DELETE of the rows a day old reads a few index entries.
 
-No database library: the store runs ``add`` and ``read`` with its statements, in its
-transaction or each statement alone.
+No database library: the table runs ``add`` in a transaction, and ``READ`` alone.
 """
 
 from __future__ import annotations
@@ -23,14 +22,14 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from datetime import datetime
 
-__all__ = ["add", "read"]
+__all__ = ["READ", "add", "tallies"]
 
 _MINUTE = 60_000  # ms
 _KEPT = KEPT // timedelta(milliseconds=1)  # ms
 
 # Each minute's counts by kind, of the adds at :since or later; sorted by ``read``, by code
 # point as Python sorts (a server's collation would sort kinds its own way).
-_READ = f"""
+READ = f"""
     SELECT written_at - written_at % {_MINUTE}, kind, SUM(done), SUM(retried), SUM(failed)
     FROM job_tallies WHERE written_at >= :since
     GROUP BY written_at - written_at % {_MINUTE}, kind
@@ -67,14 +66,9 @@ def add(
     sql.count(_PRUNE, {"before": written - _KEPT})
 
 
-def read(sql: rows.Statements, since: datetime) -> list[Tally]:
-    """``TallyStore.tallies`` through ``sql``: one SELECT."""
-    return _tallies(sql.rows(_READ, {"since": rows.ms(since)}))
-
-
-def _tallies(found: Sequence[Sequence[Any]]) -> list[Tally]:
-    """The rows ``_READ`` read, as Tallies sorted by minute, then kind (MySQL sums as
-    decimals: each count made an int)."""
+def tallies(found: Sequence[Sequence[Any]]) -> list[Tally]:
+    """``TallyStore.tallies`` from the rows ``READ`` read (``:since``): Tallies sorted by
+    minute, then kind (MySQL sums as decimals: each count made an int)."""
     return sorted(
         (
             Tally(rows.at(int(minute)), kind, int(done), int(retried), int(failed))

@@ -1,0 +1,354 @@
+"""The jobs table as a jobq Store: its methods written once, over a database's driver.
+
+An app's ``jobs_db.py`` is its database's SQL: a subclass of its kit's ``SQL``
+(``jobq.sql.sqlite.SQL``, ``jobq.sql.postgres.SQL``, ``jobq.sql.mysql.SQL``)
+that names each statement, and a subclass of its kit's ``Table`` that points at
+it. ``Table`` is the Store, with every extra a SQL table keeps; its methods are
+the same on every database, and what differs (how a push, a claim, a settle,
+a put-back or a cancel runs its statements) is the ``Driver``'s.
+
+A statement that an app writes its own way is an override of that name in its
+``SQL``; the conformance suite (``jobq.testing``) tells it whether the statement
+still keeps the Store's promises.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, TypeVar
+
+from jobq.errors import ConfigError
+from jobq.sql import listing, rows, tally
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from sqlalchemy.engine import Connection, Engine
+
+    from jobq.job import Claimant, Job
+    from jobq.listing import Listed, Place
+    from jobq.stats import KindStats
+    from jobq.status import Status
+    from jobq.tally import Tally
+
+__all__ = ["Driver", "FOREVER", "SQL", "Table", "check", "statement"]
+
+_F = TypeVar("_F", bound="Callable[..., str]")
+
+FOREVER = 2**63 - 1  # a pause until resumed: a BIGINT's largest time
+
+
+class SQL:
+    """The statements a jobs table names on every database. Each database's kit adds the
+    statements of its own claim, settle and pushes.
+
+    Each is a ``str`` with ``:name`` parameters; times are Unix milliseconds, an ID
+    the integer key:
+
+    - ``failed``, ``cancelled``: the jobs that ended failed (``ended`` NULL or
+      'failed'), or cancelled or expired, ``rows.JOB_COLUMNS``, the latest first;
+    - ``run_again``: the job ``:id``, ended but not done, due again at ``:run_at``
+      with no attempts;
+    - ``end``: the claimed job ``:id`` (fenced by ``:attempts`` and its hold; a done
+      one by no cancel asked) ended as ``rows.ended`` says; a row changed (or, on a
+      database that says so, returned) means it ended;
+    - ``asked``: of the jobs ``:ids``, those not ended whose cancel was asked;
+    - ``discard``, ``discard_all``: delete the ended jobs (of ``:ids``), not the done;
+    - ``run_now``: of the jobs ``:ids``, those waiting for later, due at ``:now``;
+    - ``status``: the job ``:id``, ``rows.STATUS_COLUMNS``;
+    - ``stats``: each kind's counts at ``:now``, as ``rows.stats`` reads them;
+    - ``pause``: the kind ``:kind`` paused until ``:until`` (``FOREVER``: resumed by
+      hand), never shortening a rate's hold; ``resume``: its pause ended;
+      ``paused``: ``(kind, until)`` of the kinds paused at ``:now``.
+    """
+
+    failed: str
+    cancelled: str
+    run_again: str
+    end: str
+    asked: str
+    discard: str
+    discard_all: str
+    run_now: str
+    status: str
+    stats: str
+    pause: str
+    resume: str
+    paused: str
+
+
+def statement(made: _F) -> _F:
+    """Marks a kit's ``SQL`` method that makes a statement (for how many jobs, say) as one an
+    app's ``SQL`` must write: ``check`` names it while the app has not."""
+    made.__jobq_unwritten__ = True  # type: ignore[attr-defined]
+    return made
+
+
+def check(sql: SQL) -> None:
+    """ConfigError unless ``sql`` names every statement its class declares, and writes every
+    method ``statement`` marks."""
+    declared = {
+        name for klass in type(sql).__mro__ for name in getattr(klass, "__annotations__", {})
+    }
+    missing = sorted(
+        {name for name in declared if getattr(sql, name, None) is None}
+        | {name for name in dir(sql) if getattr(getattr(sql, name), "__jobq_unwritten__", False)}
+    )
+    if missing:
+        raise ConfigError(
+            f"{type(sql).__qualname__} names no statement {', '.join(missing)}: "
+            f"add {'them' if len(missing) > 1 else 'it'} to the app's jobs_db.py "
+            f"(the template's jobs_db.py has each)"
+        )
+
+
+class Driver(Protocol):
+    """What a database's kit does with a table's statements (``sql``).
+
+    ``read`` runs a read alone; ``change`` a write alone, which is a transaction
+    of its own, saying how many rows it changed; ``write`` a few statements in
+    one transaction. Bound to the app's connection (``bind``), each runs in the
+    app's transaction. ``ids`` is a list of IDs as the database's ``:ids``
+    parameter takes it. The rest are the operations whose Python differs by
+    database; each keeps the promise of the Store method of its name.
+    """
+
+    @property
+    def sql(self) -> SQL: ...
+
+    def bind(self, connection: Connection) -> Self: ...
+
+    def read(self, statement: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]: ...
+
+    def change(self, statement: Any, params: Mapping[str, Any]) -> int: ...
+
+    def write(self, work: Callable[[rows.Statements], Any]) -> Any: ...
+
+    def ids(self, ids: list[int]) -> Any: ...
+
+    def push(self, job: Job) -> None: ...
+
+    def push_unique(self, job: Job) -> bool: ...
+
+    def push_latest(self, job: Job) -> None: ...
+
+    def push_many(self, jobs: Sequence[Job], latest: bool) -> list[bool]: ...
+
+    def push_scheduled(self, schedule: str, job: Job) -> bool: ...
+
+    def claim(
+        self, now: datetime, until: datetime, most: int, by: Claimant | None
+    ) -> list[Job]: ...
+
+    def settle(
+        self, done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]
+    ) -> list[str]: ...
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]: ...
+
+    def put_back(self, job: Job, snoozed_until: datetime | None, hold: datetime | None) -> bool: ...
+
+    def cancel(self, id: int, now: datetime) -> Literal["cancelled", "asked"] | None: ...
+
+    def expire(self, now: datetime) -> int: ...
+
+    def prune(self, before: datetime, now: datetime) -> int: ...
+
+
+class Table:
+    """The jobs table: a jobq Store with every extra a SQL table keeps, each operation a
+    transaction of its own, or, bound (``bind``), in the app's.
+
+    A database's kit subclasses it with its driver; an app subclasses that with
+    its ``sql``.
+    """
+
+    sql: ClassVar[SQL]
+    engine: Engine  # the database's, as the table was made with it
+
+    def __init__(self, driver: Driver) -> None:
+        self._driver = driver
+
+    def bind(self, connection: Connection) -> Self:
+        """The same table through ``connection``'s transaction: a push is kept as it commits,
+        or not at all."""
+        bound = copy.copy(self)
+        bound._driver = self._driver.bind(connection)
+        return bound
+
+    # Store
+
+    def push(self, job: Job) -> None:
+        self._driver.push(job)
+
+    def claim(self, now: datetime, until: datetime, by: Claimant | None = None) -> Job | None:
+        claimed = self._driver.claim(now, until, 1, by)
+        return claimed[0] if claimed else None
+
+    def done(self, job: Job) -> bool:
+        return bool(self._driver.settle((job,), (), ()))
+
+    def retry(self, job: Job) -> bool:
+        return bool(self._driver.settle((), (job,), ()))
+
+    def fail(self, job: Job) -> bool:
+        return bool(self._driver.settle((), (), (job,)))
+
+    # BatchStore, RenewStore
+
+    def claim_many(
+        self, now: datetime, until: datetime, most: int, by: Claimant | None = None
+    ) -> list[Job]:
+        return self._driver.claim(now, until, most, by)
+
+    def settle_many(
+        self, done: Sequence[Job] = (), retry: Sequence[Job] = (), fail: Sequence[Job] = ()
+    ) -> list[str]:
+        if not (done or retry or fail):
+            return []
+        return self._driver.settle(done, retry, fail)
+
+    def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
+        return self._driver.renew(jobs, until) if jobs else []
+
+    # FailedStore, CancelStore
+
+    def failed(self) -> list[Job]:
+        return [rows.job(row) for row in self._driver.read(self._driver.sql.failed, {})]
+
+    def run_again(self, id: str, at: datetime) -> bool:
+        key = rows.row_id(id)
+        if key is None:
+            return False  # not an ID the table gives out, so not one of its jobs
+        params = {"id": key, "run_at": rows.ms(at)}
+        return self._driver.change(self._driver.sql.run_again, params) > 0
+
+    def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
+        key = rows.row_id(id)
+        return None if key is None else self._driver.cancel(key, now)
+
+    def cancelled(self) -> list[Job]:
+        return [rows.job(row) for row in self._driver.read(self._driver.sql.cancelled, {})]
+
+    def end(self, job: Job, ran: bool) -> bool:
+        return self._driver.change(self._driver.sql.end, rows.ended(job, ran)) > 0
+
+    def expire(self, now: datetime) -> int:
+        return self._driver.expire(now)
+
+    def asked(self, ids: Sequence[str]) -> list[str]:
+        given = rows.ids(ids)
+        if not given:
+            return []
+        found = self._driver.read(self._driver.sql.asked, {"ids": self._driver.ids(given)})
+        return [str(id) for (id,) in found]
+
+    def discard(self, ids: Sequence[str] | None = None) -> int:
+        if ids is None:
+            return self._driver.change(self._driver.sql.discard_all, {})
+        given = rows.ids(ids)
+        if not given:
+            return 0
+        return self._driver.change(self._driver.sql.discard, {"ids": self._driver.ids(given)})
+
+    # ScheduleStore, UniqueStore, LatestStore, PushManyStore
+
+    def push_scheduled(self, schedule: str, job: Job) -> bool:
+        return self._driver.push_scheduled(schedule, job)
+
+    def push_unique(self, job: Job) -> bool:
+        return self._driver.push_unique(job)
+
+    def push_latest(self, job: Job) -> None:
+        self._driver.push_latest(job)
+
+    def push_many(self, jobs: Sequence[Job], latest: bool = False) -> list[bool]:
+        return self._driver.push_many(jobs, latest) if jobs else []
+
+    # OneAtATimeStore, AtOnceStore, CarryStore: kept by the statements
+
+    def keeps_one_at_a_time(self) -> None:
+        """The claim passes over a job while a claim holds another of its kind and key."""
+
+    def keeps_at_once(self) -> None:
+        """The claim passes over a job while its kind holds as many as its limit."""
+
+    def keeps_carried(self) -> None:
+        """The carried column keeps it: every push writes it, every read gives it back."""
+
+    # HoldBackStore, GiveBackStore, SnoozeStore
+
+    def hold_back(self, job: Job, until: datetime) -> None:
+        self._driver.put_back(job, None, until)
+
+    def give_back(self, job: Job) -> bool:
+        return self._driver.put_back(job, None, None)
+
+    def snooze(self, job: Job, until: datetime) -> bool:
+        return self._driver.put_back(job, until, None)
+
+    # PauseStore
+
+    def pause(self, kind: str, until: datetime | None) -> None:
+        params = {"kind": kind, "until": FOREVER if until is None else rows.ms(until)}
+        self._driver.change(self._driver.sql.pause, params)
+
+    def resume(self, kind: str) -> bool:
+        return self._driver.change(self._driver.sql.resume, {"kind": kind}) > 0
+
+    def paused(self, now: datetime) -> dict[str, datetime | None]:
+        found = self._driver.read(self._driver.sql.paused, {"now": rows.ms(now)})
+        return {kind: None if until >= FOREVER else rows.at(until) for kind, until in sorted(found)}
+
+    # StatusStore, BrowseStore
+
+    def status(self, id: str, now: datetime) -> Status | None:
+        key = rows.row_id(id)
+        if key is None:
+            return None
+        return rows.status(self._driver.read(self._driver.sql.status, {"id": key}), now)
+
+    def browse(
+        self,
+        listed: Listed,
+        now: datetime,
+        *,
+        kind: str | None = None,
+        after: Place | None = None,
+        limit: int = 50,
+        text: str | None = None,
+    ) -> list[Status]:
+        statement, params = listing.statement(
+            listed, now, kind=kind, after=after, limit=limit, text=text
+        )
+        return listing.statuses(self._driver.read(statement, params), now)
+
+    def run_now(self, ids: Sequence[str], now: datetime) -> int:
+        given = rows.ids(ids)
+        if not given:
+            return 0
+        params = {"ids": self._driver.ids(given), "now": rows.ms(now)}
+        return self._driver.change(self._driver.sql.run_now, params)
+
+    def pushed(self) -> dict[str, datetime]:
+        return listing.pushed(self._driver.read(listing.PUSHED, {}))
+
+    # StatsStore, TallyStore, ResultStore
+
+    def stats(self, now: datetime) -> list[KindStats]:
+        return rows.stats(self._driver.read(self._driver.sql.stats, {"now": rows.ms(now)}))
+
+    def add_tallies(
+        self, at: datetime, instance: str, counts: Mapping[str, tuple[int, int, int]]
+    ) -> None:
+        if counts:
+            self._driver.write(lambda sql: tally.add(sql, at, instance, counts))
+
+    def tallies(self, since: datetime) -> list[Tally]:
+        return tally.tallies(self._driver.read(tally.READ, {"since": rows.ms(since)}))
+
+    def prune(self, before: datetime, now: datetime | None = None) -> int:
+        """``ResultStore.prune`` (``now``: the clock's, unless given), and the kinds' holds and
+        pauses ended at ``now``, and what else the database keeps for a while (lock rows)."""
+        return self._driver.prune(before, now or datetime.now(UTC))
