@@ -24,6 +24,7 @@ import pytest
         "jobq.sql.sqlite",
         "jobq.sql.table",
         "jobq.sql.tally",
+        "jobq.supervisor",
     ],
 )
 def test_all_lists_the_public_names_sorted_and_each_exists(module: str) -> None:

@@ -255,12 +255,9 @@ class SQL(sqlite.SQL):
         """
     )
 
-    # Fenced by attempts: once a later claim took the job, a late answer changes
-    # nothing; by the hold: a job a hold-back put back has its attempts as the
-    # claim before, but held_until 0; and by a cancel asked: an accepted cancel wins,
-    # and the queue ends the job cancelled (the renewal is not fenced so: its
-    # handler still runs). Each job's fence is a term of its own, which SQLite
-    # reads by rowid ("MULTI-INDEX OR"), faster than a join with _fenced's VALUES.
+    # Each settle is fenced by (id, attempts), the hold and no cancel asked (docs/store.md,
+    # "Settles, hold-backs and renewals"). Each done job's fence is a term of its own,
+    # which SQLite reads by rowid ("MULTI-INDEX OR"), faster than a join with VALUES.
     def done(self, n: int) -> str:
         terms = " OR ".join(f"(id = :id{i} AND attempts = :attempts{i})" for i in range(n))
         return (

@@ -4,17 +4,24 @@ manager (systemd, Kubernetes, a Procfile's runner) stops it.
 The first signal stops the queue gracefully: no more claims, and the running
 jobs get the queue's grace to finish. A second stops it now: the ``async def``
 handlers still running are cut and their jobs put back, due at once.
+
+Under a supervisor (``jobq.supervisor``, whose ``JOBQ_SUPERVISOR`` it reads), it
+says on the supervisor's pipe when its queue runs, and stops gracefully on its
+own within a second once the supervisor is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
 from collections.abc import Collection
 
 from jobq.log import say
 from jobq.queue import Queue
+from jobq.supervisor import ENV
 
 __all__ = ["work"]
 
@@ -50,8 +57,38 @@ async def work(queue: Queue, *, kinds: Collection[str] | None = None) -> None:
 
     for number in _SIGNALS:
         loop.add_signal_handler(number, signalled, number)
+    run = asyncio.ensure_future(queue.run(kinds=kinds))
+    watch: asyncio.Future[None] | None = None
     try:
-        await queue.run(kinds=kinds)
+        supervisor = os.environ.get(ENV)
+        if supervisor:
+            await asyncio.sleep(0)  # the run checks its kinds and begins, or fails, first
+            if not run.done():
+                watch = asyncio.ensure_future(_supervised(queue, supervisor))
+        await run
     finally:
+        if watch is not None:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
+        run.cancel()
         for number in _SIGNALS:
             loop.remove_signal_handler(number)
+
+
+async def _supervised(queue: Queue, told: str) -> None:
+    """Say on the supervisor's pipe that the queue runs; then stop it once the supervisor
+    is gone (this process's parent is another)."""
+    pid, _, fd = told.partition(":")
+    with contextlib.suppress(OSError, ValueError):
+        os.write(int(fd), b"r")
+        os.close(int(fd))
+    while True:
+        await asyncio.sleep(_ORPHAN_CHECK)
+        if str(os.getppid()) != pid:
+            break
+    say(logging.WARNING, "the worker's supervisor is gone: the worker stops", supervisor=pid)
+    queue.stop()
+
+
+_ORPHAN_CHECK = 0.5  # seconds between looks at whether the supervisor is still there
