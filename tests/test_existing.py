@@ -224,7 +224,7 @@ def test_an_existing_fastapi_project_gets_jobs_as_printed_and_its_route_runs_one
     assert upgraded.returncode == 0, upgraded.stderr
     current = _run(str(venv / "bin" / "alembic"), "current", cwd=project, env=env)
     heads = sorted(line.split()[0] for line in current.stdout.splitlines() if line.strip())
-    assert heads == ["0006_jobs", "shop_0001"], current.stdout + current.stderr
+    assert heads == ["0007_jobs", "shop_0001"], current.stdout + current.stderr
 
     # The route pushes its job in its transaction; the queue in the lifespan runs it.
     served = _run(python, "-c", SERVE_AND_ORDER, cwd=project, env=env, timeout=120)

@@ -18,7 +18,7 @@ from jobq.sql.mysql import make_engine
 
 __all__ = ["SCHEMA", "SQL", "Jobs", "make_engine"]
 
-# What the migrations (0001_jobs to 0006_jobs) make: tests compare the two.
+# What the migrations (0001_jobs to 0007_jobs) make: tests compare the two.
 # utf8mb4_bin: kinds and schedule names compare as written, not case- or
 # accent-blind. Keys are SHA-256 hex: ASCII, compared byte for byte.
 SCHEMA = (
@@ -90,6 +90,22 @@ SCHEMA = (
         INDEX job_tallies_written (written_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
+    # 0007_jobs: the processes that run the queue, each with its latest beat; and a
+    # running job's progress, metadata and checkpoint, as JSON.
+    """
+    CREATE TABLE job_processes (
+        id         VARCHAR(255) NOT NULL PRIMARY KEY,
+        host       VARCHAR(255) NOT NULL,
+        pid        INT NOT NULL,
+        role       VARCHAR(16) NOT NULL,
+        kinds      LONGTEXT,
+        workers    INT NOT NULL,
+        started_at BIGINT NOT NULL,
+        beat_at    BIGINT NOT NULL
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+    """,
+    "ALTER TABLE jobs ADD COLUMN progress LONGTEXT, ADD COLUMN metadata LONGTEXT,"
+    " ADD COLUMN checkpoint LONGTEXT",
 )
 
 # No partial indexes: jobs_due leads with failed_at, so the claim reads its NULL
@@ -338,6 +354,17 @@ class SQL(mysql.SQL):
     paused = (
         "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now ORDER BY kind"
     )
+
+    beat = """
+        INSERT INTO job_processes (id, host, pid, role, kinds, workers, started_at, beat_at)
+        VALUES (:id, :host, :pid, :role, :kinds, :workers, :started_at, :beat_at)
+        ON DUPLICATE KEY UPDATE host = VALUES(host), pid = VALUES(pid), role = VALUES(role),
+            kinds = VALUES(kinds), workers = VALUES(workers), started_at = VALUES(started_at),
+            beat_at = VALUES(beat_at)
+        """
+    prune_processes = "DELETE FROM job_processes WHERE beat_at < :gone_before"
+    processes = "SELECT id, host, pid, role, kinds, workers, started_at, beat_at FROM job_processes"
+    leave = "DELETE FROM job_processes WHERE id = :id"
 
     # Each kind's jobs by state at :now: one scan, grouped by kind and by each job's
     # state (0 due, 1 later, 2 running, 3 failed, 4 cancelled, 5 done; an ended job's

@@ -19,7 +19,7 @@ from jobq.sql.postgres import make_engine
 
 __all__ = ["SCHEMA", "SQL", "Jobs", "make_engine"]
 
-# What the migrations (0001_jobs to 0006_jobs) make: tests compare the two.
+# What the migrations (0001_jobs to 0007_jobs) make: tests compare the two.
 SCHEMA = (
     """
     CREATE TABLE jobs (
@@ -104,6 +104,23 @@ SCHEMA = (
     )
     """,
     "CREATE INDEX job_tallies_written ON job_tallies (written_at)",
+    # 0007_jobs: the processes that run the queue, each with its latest beat; and a
+    # running job's progress, metadata and checkpoint, as JSON.
+    """
+    CREATE TABLE job_processes (
+        id         text PRIMARY KEY,
+        host       text NOT NULL,
+        pid        integer NOT NULL,
+        role       text NOT NULL,
+        kinds      text,
+        workers    integer NOT NULL,
+        started_at bigint NOT NULL,
+        beat_at    bigint NOT NULL
+    )
+    """,
+    "ALTER TABLE jobs ADD COLUMN progress text",
+    "ALTER TABLE jobs ADD COLUMN metadata text",
+    "ALTER TABLE jobs ADD COLUMN checkpoint text",
 )
 
 _CHANNEL = "jobq"
@@ -526,6 +543,17 @@ class SQL(postgres.SQL):
     resume = "DELETE FROM held_kinds WHERE kind = :kind AND paused"
 
     paused = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
+
+    beat = """
+        INSERT INTO job_processes (id, host, pid, role, kinds, workers, started_at, beat_at)
+        VALUES (:id, :host, :pid, :role, :kinds, :workers, :started_at, :beat_at)
+        ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+            role = excluded.role, kinds = excluded.kinds, workers = excluded.workers,
+            started_at = excluded.started_at, beat_at = excluded.beat_at
+        """
+    prune_processes = "DELETE FROM job_processes WHERE beat_at < :gone_before"
+    processes = "SELECT id, host, pid, role, kinds, workers, started_at, beat_at FROM job_processes"
+    leave = "DELETE FROM job_processes WHERE id = :id"
 
     # Each kind's jobs by state at :now, in one read of the table (an ended job's
     # held_until is 0: it is never running).

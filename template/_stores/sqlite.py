@@ -18,7 +18,7 @@ from jobq.sql.sqlite import BEGIN, make_engine
 
 __all__ = ["BEGIN", "SCHEMA", "SQL", "Jobs", "make_engine"]
 
-# What the migrations (0001_jobs to 0006_jobs) make: tests compare the two.
+# What the migrations (0001_jobs to 0007_jobs) make: tests compare the two.
 SCHEMA = (
     # AUTOINCREMENT: an ID is never given twice, so a stalled worker's late
     # settle never reaches a job it did not claim.
@@ -93,6 +93,23 @@ SCHEMA = (
     )
     """,
     "CREATE INDEX job_tallies_written ON job_tallies (written_at)",
+    # 0007_jobs: the processes that run the queue, each with its latest beat; and a
+    # running job's progress, metadata and checkpoint, as JSON.
+    """
+    CREATE TABLE job_processes (
+        id         TEXT PRIMARY KEY,
+        host       TEXT NOT NULL,
+        pid        INTEGER NOT NULL,
+        role       TEXT NOT NULL,
+        kinds      TEXT,
+        workers    INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        beat_at    INTEGER NOT NULL
+    )
+    """,
+    "ALTER TABLE jobs ADD COLUMN progress TEXT",
+    "ALTER TABLE jobs ADD COLUMN metadata TEXT",
+    "ALTER TABLE jobs ADD COLUMN checkpoint TEXT",
 )
 
 # jobs_due leads with priority, so `run_at <= :now` alone would read every
@@ -331,6 +348,17 @@ class SQL(sqlite.SQL):
     resume = "UPDATE held_kinds SET paused = 0, held_until = 0 WHERE kind = :kind AND paused"
 
     paused = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
+
+    beat = """
+        INSERT INTO job_processes (id, host, pid, role, kinds, workers, started_at, beat_at)
+        VALUES (:id, :host, :pid, :role, :kinds, :workers, :started_at, :beat_at)
+        ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+            role = excluded.role, kinds = excluded.kinds, workers = excluded.workers,
+            started_at = excluded.started_at, beat_at = excluded.beat_at
+        """
+    prune_processes = "DELETE FROM job_processes WHERE beat_at < :gone_before"
+    processes = "SELECT id, host, pid, role, kinds, workers, started_at, beat_at FROM job_processes"
+    leave = "DELETE FROM job_processes WHERE id = :id"
 
     # Each kind's jobs at :now: every job, the ended (whose held_until is 0), the
     # running and the later; the rest are due. jobs_held holds each job's kind and

@@ -56,7 +56,7 @@ def url(tmp_path: Path) -> str:
 def engine(url: str) -> Iterator[sa.Engine]:
     # Enough connections for the suite's threads racing each other.
     engine = sqlite.make_engine(url, pool_size=20)
-    _migrate(engine, "0001_jobs", "0002_jobs", "0003_jobs", "0004_jobs", "0005_jobs", "0006_jobs")
+    _migrate(engine, *(f"{n:04}_jobs" for n in range(1, 8)))
     yield engine
     engine.dispose()
 
@@ -109,6 +109,7 @@ def test_the_migrations_make_exactly_the_schema_the_store_expects(
     assert _master(engine) == _master(expected)
     assert [name for _, name, _ in _master(engine)] == [
         "held_kinds",
+        "job_processes",
         "job_tallies",
         "job_tallies_written",
         "jobs",
@@ -135,7 +136,7 @@ def test_the_second_migration_goes_back_to_the_first_with_its_jobs_and_both_to_n
     jobs = sqlite.Jobs(engine)
     for n in range(3):
         jobs.push(_job(payload=f'{{"n":{n}}}', priority=n))
-    _migrate(engine, "0002_jobs", "0003_jobs", "0004_jobs", "0005_jobs", "0006_jobs", down=True)
+    _migrate(engine, *(f"{n:04}_jobs" for n in range(2, 8)), down=True)
     with engine.connect() as conn:
         kept = conn.exec_driver_sql("SELECT id, payload FROM jobs ORDER BY id").all()
     assert kept == [(1, '{"n":0}'), (2, '{"n":1}'), (3, '{"n":2}')]
@@ -172,7 +173,7 @@ def test_a_migrated_table_keeps_every_job_id_and_all_and_never_gives_an_id_again
         before = conn.exec_driver_sql("SELECT * FROM jobs ORDER BY id").all()
     assert [row[0] for row in before] == [1, 3, 4, 5]
 
-    _migrate(engine, "0002_jobs", "0003_jobs", "0004_jobs", "0005_jobs", "0006_jobs")
+    _migrate(engine, *(f"{n:04}_jobs" for n in range(2, 8)))
 
     with engine.connect() as conn:
         after = conn.exec_driver_sql(

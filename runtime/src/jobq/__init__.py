@@ -28,6 +28,7 @@ from jobq.job import TRACEBACK_MOST, Claimant, Job, Outcome, Ran
 from jobq.kind import KEEP_RESULTS, Kind, default_backoff
 from jobq.limiter import Limiter
 from jobq.listing import LISTS, Listed, Place, place_of
+from jobq.process import Process
 from jobq.queue import Queue
 from jobq.schedule import Cron, Every, Schedule
 from jobq.stats import KindStats
@@ -45,6 +46,7 @@ from jobq.store import (
     NotifyStore,
     OneAtATimeStore,
     PauseStore,
+    ProcessStore,
     PushManyStore,
     RenewStore,
     ResultStore,
@@ -92,6 +94,8 @@ __all__ = [
     "PauseStore",
     "Permanent",
     "Place",
+    "Process",
+    "ProcessStore",
     "PushManyStore",
     "Queue",
     "Ran",

@@ -29,6 +29,7 @@ from jobq.store import GiveBackStore
 from jobq.wakeup import running_loop
 
 if TYPE_CHECKING:
+    from jobq.process import Role
     from jobq.schedule import Schedule
 
 __all__ = ["Loop", "drain"]
@@ -98,7 +99,12 @@ class Loop:
         queue: Settings,
         kinds: dict[str, Kind[Any]],
         schedules: dict[str, tuple[Schedule, Job]],
+        *,
+        role: Role = "server",
+        only: tuple[str, ...] | None = None,
     ) -> None:
+        self._role = role
+        self._only = only  # the kinds it was told to claim; None: every kind
         task = asyncio.current_task()
         assert task is not None  # Queue.run()'s own
         self._task = task
@@ -152,6 +158,7 @@ class Loop:
         asked.set(run.asked)
         completions.set(run.completions)
         side_tasks = side.schedules(self._schedules) + side.expiries() + side.tallies()
+        side_tasks += side.beats(self._role, self._only)
         held.start()
         stop_listening = await side.listen()
         say(logging.INFO, "the queue runs", workers=run.workers, kinds=len(run.kinds))
@@ -183,6 +190,7 @@ class Loop:
                 t.cancel()
             await self._stop()
             await side.last_tallies()  # every outcome is kept, and counted, by now
+            await side.leave()
             held.stop()
             await asyncio.gather(*side_tasks, return_exceptions=True)
             if stop_listening is not None:

@@ -39,6 +39,7 @@ from jobq.wakeup import running_loop
 
 if TYPE_CHECKING:
     from jobq.job import Job, Ran
+    from jobq.process import Role
     from jobq.schedule import Schedule
 
 __all__ = ["Inline", "Queue", "unwatch", "watch"]
@@ -439,7 +440,7 @@ class Queue:
 
     # Running
 
-    async def run(self, *, kinds: Collection[str] | None = None) -> None:
+    async def run(self, *, kinds: Collection[str] | None = None, role: Role = "server") -> None:
         """Run jobs as they come due, until cancelled or told to ``stop()``.
 
         Then takes no more jobs, gives those running ``grace`` seconds to
@@ -451,6 +452,10 @@ class Queue:
         ``kinds``: claim only jobs of these registered kinds (a pool of workers
         for slow kinds beside one for the rest); the others wait for another
         run. Schedules push as ever, of every kind. None: every kind.
+
+        ``role``: what this process is on a ProcessStore's list of processes, where
+        the run records itself and beats every poll: "server" (a web server's
+        queue) or "worker" (``jobq.work``'s).
         """
         if self._running is not None:
             raise ConfigError("the queue runs already")
@@ -464,7 +469,8 @@ class Queue:
                 )
             running_kinds = {name: self._kinds[name] for name in kinds}
         self._started = True
-        self._running = running = Loop(self, running_kinds, self._schedules)
+        only = None if kinds is None else tuple(sorted(set(kinds)))
+        self._running = running = Loop(self, running_kinds, self._schedules, role=role, only=only)
         try:
             await running.run()
         finally:

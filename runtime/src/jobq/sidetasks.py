@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -18,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from jobq.errors import StoreError
 from jobq.job import Job
 from jobq.log import say
+from jobq.process import Process, Role
 from jobq.run import Run
-from jobq.store import CancelStore, NotifyStore, TallyStore
+from jobq.store import CancelStore, NotifyStore, ProcessStore, TallyStore
 
 if TYPE_CHECKING:
     from jobq.schedule import Schedule
@@ -68,6 +71,50 @@ class SideTasks:
                 failing = False
                 if expired:
                     say(logging.INFO, "jobs expired before they started", expired=expired)
+
+    def beats(self, role: Role, kinds: tuple[str, ...] | None) -> list[asyncio.Task[None]]:
+        """With a ProcessStore, record this process and beat every poll, deleting the ones gone
+        three holds before; the task, to cancel as the run ends (none for another store)."""
+        if not isinstance(self._run.store, ProcessStore):
+            return []
+        started = datetime.now(UTC)
+        process = Process(
+            id=self._run.claimant.instance,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            role=role,
+            kinds=kinds,
+            workers=self._run.workers,
+            started_at=started,
+            beat_at=started,
+        )
+        return [self._watch(self._beat(self._run.store, process), "the beat of this process")]
+
+    async def _beat(self, store: ProcessStore, process: Process) -> None:
+        calls, poll, gone = self._run.calls, self._run.queue.poll, 3 * self._run.hold
+        failing = False
+        while True:
+            now = datetime.now(UTC)
+            try:
+                await calls.call(store.beat, replace(process, beat_at=now), now - gone)
+            except StoreError as e:  # down: one line until it is back, beside the claims'
+                if not failing:
+                    say(logging.WARNING, "the store failed to keep this process's beat", err=e)
+                failing = True
+            else:
+                failing = False
+            await asyncio.sleep(poll)
+
+    async def leave(self) -> None:
+        """With a ProcessStore, take this process off its list as the run stops; a store that
+        is down deletes it with a later beat of another process's."""
+        store = self._run.store
+        if not isinstance(store, ProcessStore):
+            return
+        try:
+            await self._run.calls.call(store.leave, self._run.claimant.instance)
+        except StoreError as e:
+            say(logging.WARNING, "the store failed to take this process off its list", err=e)
 
     def tallies(self) -> list[asyncio.Task[None]]:
         """With a TallyStore, add the run's counts to it every ``tally`` seconds; the task, to

@@ -17,6 +17,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from jobq.job import Claimant, Job
 from jobq.listing import Listed, Place
+from jobq.process import Process
 from jobq.stats import KindStats
 from jobq.status import Status
 from jobq.tally import Tally
@@ -578,4 +579,29 @@ class TallyStore(Store, Protocol):
 
         A kind with no counts in a minute is not listed for it. A day's counts at the most.
         """
+        ...
+
+
+@runtime_checkable
+class ProcessStore(Store, Protocol):
+    """A Store that keeps a list of the processes that run the app's queue, each with its
+    latest beat: what an operator's list of processes reads."""
+
+    def beat(self, process: Process, gone_before: datetime) -> None:
+        """Record ``process``, or its new beat (``process.beat_at``) and what it runs now,
+        by its ``id``; and delete every process whose latest beat is before ``gone_before``.
+
+        A process beats every poll; the queue gives ``gone_before`` as three holds
+        before its beat, so one that stopped beating (killed, its host gone) leaves
+        the list within three holds of any other's beat. Kinds are kept as given,
+        None (every kind) apart from an empty tuple.
+        """
+        ...
+
+    def processes(self) -> list[Process]:
+        """Every process recorded, sorted by when it started, then by ID."""
+        ...
+
+    def leave(self, id: str) -> None:
+        """Delete the process ``id`` (as it stops cleanly); nothing for an ID not recorded."""
         ...

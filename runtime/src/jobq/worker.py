@@ -57,7 +57,7 @@ async def work(queue: Queue, *, kinds: Collection[str] | None = None) -> None:
 
     for number in _SIGNALS:
         loop.add_signal_handler(number, signalled, number)
-    run = asyncio.ensure_future(queue.run(kinds=kinds))
+    run = asyncio.ensure_future(queue.run(kinds=kinds, role="worker"))
     watch: asyncio.Future[None] | None = None
     try:
         supervisor = os.environ.get(ENV)

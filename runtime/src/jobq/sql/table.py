@@ -15,10 +15,12 @@ still keeps the Store's promises.
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, TypeVar
 
 from jobq.errors import ConfigError
+from jobq.process import Process
 from jobq.sql import listing, rows, tally
 
 if TYPE_CHECKING:
@@ -60,7 +62,12 @@ class SQL:
     - ``stats``: each kind's counts at ``:now``, as ``rows.stats`` reads them;
     - ``pause``: the kind ``:kind`` paused until ``:until`` (``FOREVER``: resumed by
       hand), never shortening a rate's hold; ``resume``: its pause ended;
-      ``paused``: ``(kind, until)`` of the kinds paused at ``:now``.
+      ``paused``: ``(kind, until)`` of the kinds paused at ``:now``;
+    - ``beat``: the process ``:id`` recorded, or its row's every column replaced
+      (``:host``, ``:pid``, ``:role``, ``:kinds``, a JSON array or NULL for every kind,
+      ``:workers``, ``:started_at``, ``:beat_at``); ``prune_processes``: those whose
+      ``beat_at`` is before ``:gone_before`` deleted; ``processes``: every process, its
+      columns in that order; ``leave``: the process ``:id`` deleted.
     """
 
     failed: str
@@ -76,6 +83,10 @@ class SQL:
     pause: str
     resume: str
     paused: str
+    beat: str
+    prune_processes: str
+    processes: str
+    leave: str
 
 
 def statement(made: _F) -> _F:
@@ -347,6 +358,47 @@ class Table:
 
     def tallies(self, since: datetime) -> list[Tally]:
         return tally.tallies(self._driver.read(tally.READ, {"since": rows.ms(since)}))
+
+    # ProcessStore
+
+    def beat(self, process: Process, gone_before: datetime) -> None:
+        params = {
+            "id": process.id,
+            "host": process.host,
+            "pid": process.pid,
+            "role": process.role,
+            "kinds": None if process.kinds is None else json.dumps(list(process.kinds)),
+            "workers": process.workers,
+            "started_at": rows.ms(process.started_at),
+            "beat_at": rows.ms(process.beat_at),
+            "gone_before": rows.ms(gone_before),
+        }
+
+        def work(sql: rows.Statements) -> None:
+            sql.count(self._driver.sql.prune_processes, params)
+            sql.count(self._driver.sql.beat, params)
+
+        self._driver.write(work)
+
+    def processes(self) -> list[Process]:
+        found = self._driver.read(self._driver.sql.processes, {})
+        listed = [
+            Process(
+                id=id,
+                host=host,
+                pid=int(pid),
+                role=role,
+                kinds=None if kinds is None else tuple(json.loads(kinds)),
+                workers=int(workers),
+                started_at=rows.at(int(started_at)),
+                beat_at=rows.at(int(beat_at)),
+            )
+            for id, host, pid, role, kinds, workers, started_at, beat_at in found
+        ]
+        return sorted(listed, key=lambda p: (p.started_at, p.id))
+
+    def leave(self, id: str) -> None:
+        self._driver.change(self._driver.sql.leave, {"id": id})
 
     def prune(self, before: datetime, now: datetime | None = None) -> int:
         """``ResultStore.prune`` (``now``: the clock's, unless given), and the kinds' holds and

@@ -13,6 +13,7 @@ from typing import Literal
 
 from jobq.job import Claimant, Job
 from jobq.listing import Listed, Place, ascii_lower, check_page, latest_first, ordered_at
+from jobq.process import Process
 from jobq.stats import KindStats
 from jobq.status import State, Status
 from jobq.tally import KEPT, Tally, minute_of
@@ -66,6 +67,7 @@ class MemoryStore:
         self._paused: dict[str, datetime | None] = {}  # None: until resumed
         self._schedules: dict[str, datetime] = {}
         self._tallies: list[tuple[datetime, str, str, int, int, int]] = []  # each add's rows
+        self._processes: dict[str, Process] = {}
         self._seq = itertools.count(1)
 
     def __len__(self) -> int:
@@ -437,6 +439,23 @@ class MemoryStore:
             kept = at - KEPT
             self._tallies = [row for row in self._tallies if row[0] > kept]
             self._tallies += [(at, instance, kind, *counted) for kind, counted in counts.items()]
+
+    # ProcessStore
+
+    def beat(self, process: Process, gone_before: datetime) -> None:
+        with self._lock:
+            self._processes = {
+                id: kept for id, kept in self._processes.items() if kept.beat_at >= gone_before
+            }
+            self._processes[process.id] = process
+
+    def processes(self) -> list[Process]:
+        with self._lock:
+            return sorted(self._processes.values(), key=lambda p: (p.started_at, p.id))
+
+    def leave(self, id: str) -> None:
+        with self._lock:
+            self._processes.pop(id, None)
 
     def tallies(self, since: datetime) -> list[Tally]:
         sums: dict[tuple[datetime, str], list[int]] = {}
