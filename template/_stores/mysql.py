@@ -146,15 +146,6 @@ _SETTLES = """
     """
 
 
-def _ended(how: str) -> str:
-    """The jobs that ended ``how``, the latest first. A job ended when failed_at is set;
-    ended says how (NULL: failed, before 0004_jobs)."""
-    return f"""
-        SELECT {rows.JOB_COLUMNS} FROM jobs
-        WHERE failed_at IS NOT NULL AND {how} ORDER BY failed_at DESC, id DESC
-        """
-
-
 class SQL(mysql.SQL):
     """The jobs table's statements on MySQL and MariaDB, as jobq.sql.mysql.SQL names them."""
 
@@ -351,10 +342,6 @@ class SQL(mysql.SQL):
 
     resume = "UPDATE held_kinds SET held_until = 0, paused = 0 WHERE kind = :kind AND paused"
 
-    paused = (
-        "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now ORDER BY kind"
-    )
-
     beat = """
         INSERT INTO job_processes (id, host, pid, role, kinds, workers, started_at, beat_at)
         VALUES (:id, :host, :pid, :role, :kinds, :workers, :started_at, :beat_at)
@@ -362,9 +349,6 @@ class SQL(mysql.SQL):
             kinds = VALUES(kinds), workers = VALUES(workers), started_at = VALUES(started_at),
             beat_at = VALUES(beat_at)
         """
-    prune_processes = "DELETE FROM job_processes WHERE beat_at < :gone_before"
-    processes = "SELECT id, host, pid, role, kinds, workers, started_at, beat_at FROM job_processes"
-    leave = "DELETE FROM job_processes WHERE id = :id"
 
     # Each kind's jobs by state at :now: one scan, grouped by kind and by each job's
     # state (0 due, 1 later, 2 running, 3 failed, 4 cancelled, 5 done; an ended job's
@@ -384,16 +368,6 @@ class SQL(mysql.SQL):
                 END AS state, COUNT(*) AS n, MIN(run_at) AS oldest
             FROM jobs GROUP BY kind, state
         ) AS counted GROUP BY kind
-        """
-
-    failed = _ended("(ended IS NULL OR ended = 'failed')")
-
-    cancelled = _ended("ended IN ('cancelled', 'expired')")
-
-    run_again = """
-        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-            run_at = :run_at, held_until = 0
-        WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
         """
 
     # A cancel locks the job's row (by PRIMARY, as every single job's statement
@@ -444,9 +418,6 @@ class SQL(mysql.SQL):
         WHERE id IN :ids AND expires_at <= :now AND failed_at IS NULL AND held_until <= :now
           AND attempts = 0 AND snoozes = 0
         """
-
-    # One job, with its hold and when its latest claim took it, for its status.
-    status = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
 
     asked = """
         SELECT id FROM jobs WHERE id IN :ids AND failed_at IS NULL AND cancel_asked IS NOT NULL

@@ -272,15 +272,6 @@ _PUT_BACK = """
     """
 
 
-def _ended(how: str) -> str:
-    """The jobs that ended ``how``, the latest first. A job ended when failed_at is set;
-    ended says how (NULL: failed, before 0004_jobs)."""
-    return f"""
-        SELECT {rows.JOB_COLUMNS} FROM jobs
-        WHERE failed_at IS NOT NULL AND {how} ORDER BY failed_at DESC, id DESC
-        """
-
-
 class SQL(postgres.SQL):
     """The jobs table's statements on Postgres, each named as jobq.sql.postgres.SQL says."""
 
@@ -542,19 +533,6 @@ class SQL(postgres.SQL):
 
     resume = "DELETE FROM held_kinds WHERE kind = :kind AND paused"
 
-    paused = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
-
-    beat = """
-        INSERT INTO job_processes (id, host, pid, role, kinds, workers, started_at, beat_at)
-        VALUES (:id, :host, :pid, :role, :kinds, :workers, :started_at, :beat_at)
-        ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-            role = excluded.role, kinds = excluded.kinds, workers = excluded.workers,
-            started_at = excluded.started_at, beat_at = excluded.beat_at
-        """
-    prune_processes = "DELETE FROM job_processes WHERE beat_at < :gone_before"
-    processes = "SELECT id, host, pid, role, kinds, workers, started_at, beat_at FROM job_processes"
-    leave = "DELETE FROM job_processes WHERE id = :id"
-
     # Each kind's jobs by state at :now, in one read of the table (an ended job's
     # held_until is 0: it is never running).
     stats = """
@@ -567,16 +545,6 @@ class SQL(postgres.SQL):
             count(*) FILTER (WHERE failed_at IS NOT NULL AND ended IN ('cancelled', 'expired')),
             count(*) FILTER (WHERE failed_at IS NOT NULL AND ended = 'done')
         FROM jobs GROUP BY kind
-        """
-
-    failed = _ended("(ended IS NULL OR ended = 'failed')")
-
-    cancelled = _ended("ended IN ('cancelled', 'expired')")
-
-    run_again = """
-        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-            run_at = :run_at, held_until = 0
-        WHERE id = :id AND failed_at IS NOT NULL AND ended IS DISTINCT FROM 'done'
         """
 
     # A job a claim holds at :now is asked to stop (its first ask kept), with a NOTIFY
@@ -625,9 +593,6 @@ class SQL(postgres.SQL):
         WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
           AND attempts = 0 AND snoozes = 0
         """
-
-    # One job, with its hold and when its latest claim took it, for its status.
-    status = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
 
     asked = f"""
         SELECT id FROM jobs

@@ -200,15 +200,6 @@ def _fenced(n: int, *more: str) -> str:
     return f"fence ({', '.join(names)}) AS (VALUES {values})"
 
 
-def _ended(how: str) -> str:
-    """The jobs that ended ``how``, the latest first. A job ended when failed_at is set;
-    ended says how (NULL: failed, before 0004_jobs)."""
-    return f"""
-        SELECT {rows.JOB_COLUMNS} FROM jobs
-        WHERE failed_at IS NOT NULL AND {how} ORDER BY failed_at DESC, id DESC
-        """
-
-
 class SQL(sqlite.SQL):
     """The jobs table's statements on SQLite, each named as jobq.sql.sqlite.SQL says."""
 
@@ -347,19 +338,6 @@ class SQL(sqlite.SQL):
 
     resume = "UPDATE held_kinds SET paused = 0, held_until = 0 WHERE kind = :kind AND paused"
 
-    paused = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
-
-    beat = """
-        INSERT INTO job_processes (id, host, pid, role, kinds, workers, started_at, beat_at)
-        VALUES (:id, :host, :pid, :role, :kinds, :workers, :started_at, :beat_at)
-        ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-            role = excluded.role, kinds = excluded.kinds, workers = excluded.workers,
-            started_at = excluded.started_at, beat_at = excluded.beat_at
-        """
-    prune_processes = "DELETE FROM job_processes WHERE beat_at < :gone_before"
-    processes = "SELECT id, host, pid, role, kinds, workers, started_at, beat_at FROM job_processes"
-    leave = "DELETE FROM job_processes WHERE id = :id"
-
     # Each kind's jobs at :now: every job, the ended (whose held_until is 0), the
     # running and the later; the rest are due. jobs_held holds each job's kind and
     # times, in kind order: a read of its narrow entries, not the table's rows, with
@@ -385,16 +363,6 @@ class SQL(sqlite.SQL):
             FROM jobs WHERE failed_at IS NOT NULL AND ended IN ('cancelled', 'expired', 'done')
             GROUP BY kind
         ) ON of_kind = kind
-        """
-
-    failed = _ended("(ended IS NULL OR ended = 'failed')")
-
-    cancelled = _ended("ended IN ('cancelled', 'expired')")
-
-    run_again = """
-        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-            run_at = :run_at, held_until = 0
-        WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
         """
 
     # A job a claim holds at :now is asked to stop (its first ask kept); any other that
@@ -430,9 +398,6 @@ class SQL(sqlite.SQL):
         WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
           AND attempts = 0 AND snoozes = 0
         """
-
-    # One job, with its hold and when its latest claim took it, for its status.
-    status = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
 
     asked = """
         SELECT id FROM jobs

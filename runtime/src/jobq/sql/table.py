@@ -41,6 +41,15 @@ _F = TypeVar("_F", bound="Callable[..., str]")
 FOREVER = 2**63 - 1  # a pause until resumed: a BIGINT's largest time
 
 
+def _ended(how: str) -> str:
+    """The jobs that ended ``how``, the latest first. A job ended when failed_at is set;
+    ended says how (NULL: failed, before 0004_jobs)."""
+    return f"""
+        SELECT {rows.JOB_COLUMNS} FROM jobs
+        WHERE failed_at IS NOT NULL AND {how} ORDER BY failed_at DESC, id DESC
+        """
+
+
 class SQL:
     """The statements a jobs table names on every database. Each database's kit adds the
     statements of its own claim, settle and pushes.
@@ -70,23 +79,39 @@ class SQL:
       columns in that order; ``leave``: the process ``:id`` deleted.
     """
 
-    failed: str
-    cancelled: str
-    run_again: str
     end: str
     asked: str
     discard: str
     discard_all: str
     run_now: str
-    status: str
     stats: str
     pause: str
     resume: str
-    paused: str
-    beat: str
-    prune_processes: str
-    processes: str
-    leave: str
+
+    # The statements the same on every database, each a default a database's SQL may
+    # override (as jobq.sql.listing's and jobq.sql.tally's are the same everywhere).
+
+    failed = _ended("(ended IS NULL OR ended = 'failed')")
+    cancelled = _ended("ended IN ('cancelled', 'expired')")
+    run_again = """
+        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
+            run_at = :run_at, held_until = 0
+        WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
+        """
+    # One job, with its hold and when its latest claim took it, for its status.
+    status = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
+    paused = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
+    # ON CONFLICT: SQLite's and Postgres's upsert; MySQL's SQL writes its own.
+    beat = """
+        INSERT INTO job_processes (id, host, pid, role, kinds, workers, started_at, beat_at)
+        VALUES (:id, :host, :pid, :role, :kinds, :workers, :started_at, :beat_at)
+        ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+            role = excluded.role, kinds = excluded.kinds, workers = excluded.workers,
+            started_at = excluded.started_at, beat_at = excluded.beat_at
+        """
+    prune_processes = "DELETE FROM job_processes WHERE beat_at < :gone_before"
+    processes = "SELECT id, host, pid, role, kinds, workers, started_at, beat_at FROM job_processes"
+    leave = "DELETE FROM job_processes WHERE id = :id"
 
 
 def statement(made: _F) -> _F:
