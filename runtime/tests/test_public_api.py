@@ -24,6 +24,7 @@ import pytest
         "jobq.sql.sqlite",
         "jobq.sql.table",
         "jobq.sql.tally",
+        "jobq.probe",
         "jobq.supervisor",
     ],
 )

@@ -145,6 +145,17 @@ class Loop:
             self._cancel_sent = True
             self._task.cancel()
 
+    def ready(self) -> tuple[bool, str]:
+        """Whether the run ticked within two polls (``Queue.ready``), and what says so."""
+        run = self._run
+        if run.ticked is None:
+            return False, "the queue starts" if run.failing is None else run.failing
+        since = time.monotonic() - run.ticked
+        if since <= 2 * run.queue.poll:
+            return True, "the queue runs"
+        why = run.failing or "its event loop is blocked"
+        return False, f"the queue has not ticked for {since:.0f} s: {why}"
+
     def check_cancels(self) -> None:
         """Ask the store now which running jobs were cancelled. Safe from any thread."""
         self._run.held.check()

@@ -476,6 +476,15 @@ class Queue:
         finally:
             self._running = None
 
+    def ready(self) -> tuple[bool, str]:
+        """Whether the queue runs and is well, for a readiness probe: its run ticked within
+        two polls (its store answered a beat, on a ProcessStore, and its event loop ran);
+        and a line that says so, or what is wrong."""
+        running = self._running
+        if running is None:
+            return False, "the queue does not run"
+        return running.ready()
+
     def stop(self, *, now: bool = False) -> None:
         """Have ``run()`` stop gracefully and return. Safe to call from any thread.
 

@@ -102,6 +102,10 @@ class Run:
         # The runs done, retried and failed by kind, since a side task last added them to a
         # TallyStore (a drain's are not added).
         self.counts = Counts()
+        # When the run last ticked: its store answered (a process's beat, on a ProcessStore)
+        # and its event loop ran, time.monotonic(); None before the first. What failed since.
+        self.ticked: float | None = None
+        self.failing: str | None = None
 
     def _asked_found(self, ids: list[str]) -> None:
         """From the holds' thread: these jobs were cancelled; stop them on the loop."""

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -73,10 +74,9 @@ class SideTasks:
                     say(logging.INFO, "jobs expired before they started", expired=expired)
 
     def beats(self, role: Role, kinds: tuple[str, ...] | None) -> list[asyncio.Task[None]]:
-        """With a ProcessStore, record this process and beat every poll, deleting the ones gone
-        three holds before; the task, to cancel as the run ends (none for another store)."""
-        if not isinstance(self._run.store, ProcessStore):
-            return []
+        """Tick every poll (``Run.ticked``, what ``Queue.ready`` reads); with a ProcessStore,
+        record this process as it ticks, deleting the ones gone three holds before. The task,
+        to cancel as the run ends."""
         started = datetime.now(UTC)
         process = Process(
             id=self._run.claimant.instance,
@@ -88,21 +88,23 @@ class SideTasks:
             started_at=started,
             beat_at=started,
         )
-        return [self._watch(self._beat(self._run.store, process), "the beat of this process")]
+        return [self._watch(self._beat(process), "the beat of this process")]
 
-    async def _beat(self, store: ProcessStore, process: Process) -> None:
-        calls, poll, gone = self._run.calls, self._run.queue.poll, 3 * self._run.hold
-        failing = False
+    async def _beat(self, process: Process) -> None:
+        run = self._run
+        store = run.store if isinstance(run.store, ProcessStore) else None
+        calls, poll, gone = run.calls, run.queue.poll, 3 * run.hold
         while True:
             now = datetime.now(UTC)
             try:
-                await calls.call(store.beat, replace(process, beat_at=now), now - gone)
+                if store is not None:
+                    await calls.call(store.beat, replace(process, beat_at=now), now - gone)
             except StoreError as e:  # down: one line until it is back, beside the claims'
-                if not failing:
+                if run.failing is None:
                     say(logging.WARNING, "the store failed to keep this process's beat", err=e)
-                failing = True
+                run.failing = str(e)
             else:
-                failing = False
+                run.ticked, run.failing = time.monotonic(), None
             await asyncio.sleep(poll)
 
     async def leave(self) -> None:

@@ -20,6 +20,7 @@ import signal
 from collections.abc import Collection
 
 from jobq.log import say
+from jobq.probe import serve
 from jobq.queue import Queue
 from jobq.supervisor import ENV
 
@@ -28,13 +29,33 @@ __all__ = ["work"]
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-async def work(queue: Queue, *, kinds: Collection[str] | None = None) -> None:
+async def work(
+    queue: Queue,
+    *,
+    kinds: Collection[str] | None = None,
+    probe: tuple[str, int] | None = None,
+) -> None:
     """Run ``queue`` (of ``kinds`` only, when given) until SIGTERM or SIGINT; then stop it.
 
     Returns after a stop, graceful or not; raises what ends the run otherwise (a
     side task's failure, a ConfigError). Handles the two signals on the running
-    loop for as long as it runs, and gives them back as they were.
+    loop for as long as it runs, and gives them back as they were. ``probe``:
+    (host, port) to answer ``GET /healthz`` and ``GET /readyz`` on (``jobq.probe``)
+    while it runs.
     """
+    probes = None if probe is None else await serve(queue, *probe)
+    if probes is not None:
+        bound = probes.sockets[0].getsockname()
+        say(logging.INFO, "the worker's probes answer", at=f"http://{bound[0]}:{bound[1]}")
+    try:
+        await _work(queue, kinds)
+    finally:
+        if probes is not None:
+            probes.close()
+            await probes.wait_closed()
+
+
+async def _work(queue: Queue, kinds: Collection[str] | None) -> None:
     loop = asyncio.get_running_loop()
     told = 0
 
