@@ -90,6 +90,13 @@ async def welcome(user: Annotated[int, Query(ge=1)], app: TheApp) -> Pushed:
     return Pushed(job=await app.kinds.welcome_mail.apush(WelcomeMail(user=user)))
 
 
+@router.get("/healthz", include_in_schema=False)
+@router.get("/readyz", include_in_schema=False)
+async def probed(request: Request, app: TheApp) -> Response:
+    """The health probes, GET /healthz and GET /readyz (server.probe)."""
+    return await server.probe(app, request.url.path)
+
+
 @router.post("/users", status_code=201)
 def sign_up(email: Annotated[str, Query(pattern="@")], tx: InTransaction, app: TheApp) -> SignedUp:
     """Add a user and push its welcome mail in the request's transaction: both, or neither."""

@@ -57,6 +57,10 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
         user, job = await run_in_threadpool(app.sign_up, email)
         return JSONResponse({"user": user, "job": job}, status_code=201)
 
+    async def probed(request: Request) -> Response:
+        """The health probes, GET /healthz and GET /readyz (server.probe)."""
+        return await server.probe(app, request.url.path)
+
     token = metrics_token()
 
     async def metrics(request: Request) -> Response:
@@ -69,6 +73,8 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
             Route("/", home),
             Route("/welcome", welcome, methods=["POST"]),
             Route("/users", sign_up, methods=["POST"]),
+            Route("/healthz", probed),
+            Route("/readyz", probed),
             # Off unless JOBS_PAGE_PASSWORD is set (page.py).
             Mount("/jobs", page.make_page(app, settings.jobs_page_password())),
         ],

@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 import jobq
+from jobq.probe import answer
 from sqlalchemy import exc
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, PlainTextResponse
@@ -155,3 +156,23 @@ async def metrics(app: App, token: str, authorization: str) -> Response:
         )
     body = await run_in_threadpool(app.metrics.exposition)  # it reads the database
     return PlainTextResponse(body, media_type=app.metrics.content_type)
+
+
+async def probe(app: App, path: str) -> Response:
+    """``GET /healthz`` (the process is up) and ``GET /readyz``: 200 while the queue ticked
+    within two polls (jobq.probe), or, on an instance that runs no jobs (QUEUE_WORKERS=0),
+    while the database answers; else 503, with a line of JSON that says why."""
+    if path == "/readyz" and app.workers == 0:
+        try:
+            await run_in_threadpool(_answers, app)
+        except exc.SQLAlchemyError as error:
+            reason = " ".join(str(error).split("\n")[0].split())
+            return JSONResponse({"ready": False, "reason": reason}, status_code=503)
+        return JSONResponse({"ready": True, "reason": "the database answers"})
+    status, body = answer(app.queue, path)
+    return JSONResponse(body, status_code=status)
+
+
+def _answers(app: App) -> None:
+    with app.engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
