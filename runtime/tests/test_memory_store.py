@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 import jobq
+from jobq.listing import Place, place_of
 from jobq.testing import MemoryStore, StoreSuite, StoreSuiteInBrief
 from jobq.testing._support import is_brief
 
@@ -81,3 +84,22 @@ def test_the_brief_suite_collects_only_its_tests(pytester: pytest.Pytester) -> N
     assert len(names) == len(_families())
     ran = pytester.runpytest("-q", "-p", "no:cacheprovider", "-W", "error")
     assert ran.ret == 0, ran.outlines
+
+
+def test_a_list_read_on_from_a_place_given_as_text_goes_on_past_times_within_a_ms() -> (
+    None
+):
+    # A place said as text (a command's --after, a page's link) keeps whole milliseconds,
+    # as the SQL tables do: jobs pushed within one millisecond are still read on by ID.
+    store = MemoryStore()
+    at = datetime(2030, 1, 1, 12, 0, 0, 250, tzinfo=UTC)
+    ids = []
+    for n in range(4):
+        job = jobq.Job(kind="mail", payload="{}", run_at=at + timedelta(microseconds=n * 100))
+        store.push(job)
+        ids.append(job.id)
+    now = at + timedelta(hours=1)
+    first = store.browse("waiting", now, limit=2)
+    place = Place.parse(str(place_of("waiting", first[-1])))
+    rest = store.browse("waiting", now, after=place, limit=2)
+    assert [s.id for s in first + rest] == ids

@@ -178,7 +178,9 @@ class MemoryStore:
     ) -> list[Status]:
         check_page(listed, limit)
         newest = latest_first(listed)
-        past = None if after is None else (after.at, int(after.id))
+        # Ordered by whole milliseconds, then ID, as a SQL table keeps times and a place
+        # (a page's end, as text) says them: a place made of a time in between still fits.
+        past = None if after is None else (_whole_ms(after.at), int(after.id))
         lowered = None if text is None else ascii_lower(text)
         with self._lock:
             found = []
@@ -188,7 +190,8 @@ class MemoryStore:
                     and (lowered is None or lowered in ascii_lower(row.job.payload))
                     and _listed(row, now) == listed
                 ):
-                    place = (ordered_at(listed, row.job, row.claimed_at), int(row.job.id))
+                    at = _whole_ms(ordered_at(listed, row.job, row.claimed_at))
+                    place = (at, int(row.job.id))
                     if past is None or (place < past if newest else place > past):
                         found.append((place, row))
             found.sort(key=lambda pair: pair[0], reverse=newest)
@@ -716,3 +719,8 @@ def _holds(row: _Row, now: datetime) -> bool:
 def _copy(job: Job) -> Job:
     """A copy the caller may change without changing the store's."""
     return replace(job, carried=None if job.carried is None else dict(job.carried))
+
+
+def _whole_ms(at: datetime) -> datetime:
+    """``at`` to the millisecond below, as the SQL stores keep a time."""
+    return at.replace(microsecond=at.microsecond - at.microsecond % 1000)
