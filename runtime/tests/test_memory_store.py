@@ -86,9 +86,7 @@ def test_the_brief_suite_collects_only_its_tests(pytester: pytest.Pytester) -> N
     assert ran.ret == 0, ran.outlines
 
 
-def test_a_list_read_on_from_a_place_given_as_text_goes_on_past_times_within_a_ms() -> (
-    None
-):
+def test_a_list_read_on_from_a_place_given_as_text_goes_on_past_times_within_a_ms() -> None:
     # A place said as text (a command's --after, a page's link) keeps whole milliseconds,
     # as the SQL tables do: jobs pushed within one millisecond are still read on by ID.
     store = MemoryStore()
