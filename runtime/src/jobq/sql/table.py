@@ -74,8 +74,9 @@ class SQL:
       ``paused``: ``(kind, until)`` of the kinds paused at ``:now``;
     - ``beat``: the process ``:id`` recorded, or its row's every column replaced
       (``:host``, ``:pid``, ``:role``, ``:kinds``, a JSON array or NULL for every kind,
-      ``:workers``, ``:started_at``, ``:beat_at``); ``prune_processes``: those whose
-      ``beat_at`` is before ``:gone_before`` deleted; ``processes``: every process, its
+      ``:workers``, ``:started_at``, ``:beat_at``); ``stale_processes``: a row when a
+      process's ``beat_at`` is before ``:gone_before``, and ``prune_processes`` those
+      deleted; ``processes``: every process, its
       columns in that order; ``leave``: the process ``:id`` deleted.
     """
 
@@ -109,6 +110,9 @@ class SQL:
             role = excluded.role, kinds = excluded.kinds, workers = excluded.workers,
             started_at = excluded.started_at, beat_at = excluded.beat_at
         """
+    # A beat deletes the processes gone only when a read that locks nothing finds one:
+    # beats of many processes at once then never meet in a DELETE (MySQL deadlocked so).
+    stale_processes = "SELECT 1 FROM job_processes WHERE beat_at < :gone_before LIMIT 1"
     prune_processes = "DELETE FROM job_processes WHERE beat_at < :gone_before"
     processes = "SELECT id, host, pid, role, kinds, workers, started_at, beat_at FROM job_processes"
     leave = "DELETE FROM job_processes WHERE id = :id"
@@ -400,7 +404,8 @@ class Table:
         }
 
         def work(sql: rows.Statements) -> None:
-            sql.count(self._driver.sql.prune_processes, params)
+            if sql.rows(self._driver.sql.stale_processes, params):
+                sql.count(self._driver.sql.prune_processes, params)
             sql.count(self._driver.sql.beat, params)
 
         self._driver.write(work)
