@@ -130,6 +130,46 @@ def test_the_apps_transactions_stay_whole_beside_the_stores_autocommit_writes(
     assert _connections(engine) == []
 
 
+def test_a_connection_of_the_apps_pool_waits_while_the_dialect_meets_its_server(
+    db: tuple[ModuleType, sa.Engine],
+) -> None:
+    """The two pools share the engine's first connect, where the dialect asks the
+    server its version: a connection of the app's pool that came while the store's
+    pool's first one asked went on with a dialect that had no version yet."""
+    module, engine = db
+    with _made(module, engine) as fresh:
+        dialect: Any = fresh.dialect
+        asking, answer = threading.Event(), threading.Event()
+        ask = dialect._get_server_version_info
+
+        def slow(connection: Any) -> Any:
+            asking.set()
+            answer.wait(10)
+            return ask(connection)
+
+        dialect._get_server_version_info = slow
+        store = threading.Thread(target=lambda: autocommit(fresh).run(len, lambda _: "x"))
+        store.start()
+        assert asking.wait(10)
+        seen: list[object] = []
+        app = threading.Thread(target=lambda: seen.append(_version_once_connected(fresh)))
+        app.start()
+        app.join(0.5)  # long enough for it to go on, had it not waited
+        answer.set()
+        app.join(10)
+        store.join(10)
+        assert len(seen) == 1
+        assert seen[0] is not None
+
+
+def _version_once_connected(engine: sa.Engine) -> object:
+    raw = engine.raw_connection()
+    try:
+        return engine.dialect.server_version_info
+    finally:
+        raw.close()
+
+
 def test_the_stores_statements_keep_their_connection_between_them(
     db: tuple[ModuleType, sa.Engine],
 ) -> None:

@@ -82,6 +82,8 @@ class Kept:
         self._recycle: float = getattr(pool, "_recycle", -1)  # seconds; -1: never
         self._error = dialect.loaded_dbapi.Error  # the driver's base class of errors
         self._kept: list[Lent] = []
+        # The engine's own pool, until the dialect has met its server through it: see take.
+        self._first: weakref.ref[Engine] | None = weakref.ref(engine)
         self._parents: list[object] = []  # a forked process's parent's, left alone
         self._pid = process.pid()
 
@@ -118,10 +120,27 @@ class Kept:
             try:
                 lent = self._kept.pop()
             except IndexError:
+                if self._first is not None:
+                    self._meet(self._first)
                 return self._pool.connect(), time.monotonic(), None
             if self._recycle < 0 or time.monotonic() - lent[1] < self._recycle:
                 return lent
             lent[0].close()  # back to the pool, which recycles it as it is checked out next
+
+    def _meet(self, first: weakref.ref[Engine]) -> None:
+        """Let the dialect meet its server through the engine's pool before this one connects.
+
+        The two pools share the engine's first-connect listener, which asks the
+        server its version (and more) once, but each pool holds its own lock
+        over it: where this pool's connection asked first, a connection of the
+        engine's pool went on at once, its dialect without a version yet
+        (SQLAlchemy's MySQL dialect then failed comparing None to a tuple; one
+        CI run in twenty). Through the engine's pool, every first connection waits.
+        """
+        engine = first()
+        if engine is not None:
+            engine.pool.connect().close()  # its errors are the driver's, as this pool's are
+        self._first = None
 
     def put_back(self, lent: Lent) -> None:
         """Keep a connection for the next statement; or, invalidated or one too many, return it.
