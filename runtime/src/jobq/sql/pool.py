@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from sqlalchemy.engine import Engine
-    from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
+    from sqlalchemy.pool import ConnectionPoolEntry, Pool, PoolProxiedConnection
 
 
 __all__ = ["Kept", "Lent", "autocommit"]
@@ -136,10 +136,13 @@ class Kept:
         engine's pool went on at once, its dialect without a version yet
         (SQLAlchemy's MySQL dialect then failed comparing None to a tuple; one
         CI run in twenty). Through the engine's pool, every first connection waits.
+        Where that pool has connected already, the dialect met its server there.
         """
         engine = first()
-        if engine is not None:
-            engine.pool.connect().close()  # its errors are the driver's, as this pool's are
+        if engine is not None and not _connected(engine.pool):
+            met = engine.pool.connect()  # its errors are the driver's, as this pool's are
+            met.invalidate()  # closed, not kept: the app's pool connects as it first needs
+            met.close()
         self._first = None
 
     def put_back(self, lent: Lent) -> None:
@@ -158,6 +161,12 @@ class Kept:
         for raw, _, _ in kept:
             raw.close()
         self._pool.dispose()
+
+
+def _connected(pool: Pool) -> bool:
+    """Whether ``pool`` holds a connection or is making one (a QueuePool counts both)."""
+    idle, used = getattr(pool, "checkedin", None), getattr(pool, "checkedout", None)
+    return callable(idle) and callable(used) and idle() + used() > 0
 
 
 # A connection the store took from its pool: with when it took it (time.monotonic),
