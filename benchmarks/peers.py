@@ -23,6 +23,10 @@ In one run, on each database (a database of its own on each server, a file for S
    benchmark's own (--venv), made once and reused, and run in subprocesses
    with its Python: the project's .venv never has them. Their CPU is their
    process's and the server's over the run, pushes excluded.
+   Then in worker processes (benchmarks/processes.py), as ``./myapp jobs work
+   --processes N`` runs them: 2, 4 and 10 processes, each with its own queue,
+   engine and pool and ``PROCESS_WORKERS`` workers, the database the only
+   coordinator; timed from the first job started in any to the last done.
 3. push: --jobs pushes, one per call as a request does (``Kind.push``), beside
    the raw driver's single INSERT of the same row, one per call; the two take
    turns, in blocks of a tenth of --jobs, on the same table.
@@ -72,6 +76,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests")]
 
 import databases  # noqa: E402
+import processes  # noqa: E402
 import sources  # noqa: E402
 from cpu import ServerCpu  # noqa: E402
 from databases import HISTORY, database  # noqa: E402
@@ -85,6 +90,8 @@ PEER_PACKAGES = ("pgqueuer", "huey", "asyncpg")
 WORKERS = (1, 4, 16, 128)
 APP_WORKERS = 4  # the app's default, QUEUE_WORKERS in the template's settings
 DEEP = 4  # the backlog run: this many times --jobs waiting
+PROCESSES = (2, 4, 10)  # worker processes, each of PROCESS_WORKERS workers
+PROCESS_WORKERS = 32
 HUEY_THREADS = (1, 4, 16)  # its default is 1
 PGQUEUER_BATCHES = (10, 128)  # its default, and the batch our claims take with 128 workers
 BATCHES = (1, 10, 100)
@@ -542,6 +549,7 @@ def one_round(
     python: Path | None,
     n: int,
     samples: Samples,
+    counts: tuple[int, ...] = PROCESSES,
 ) -> None:
     for workers in WORKERS:
         measured, samples.batch_store = ours(module, url, n, workers)
@@ -550,6 +558,12 @@ def one_round(
     samples.add_run(f"def {APP_WORKERS}", measured)
     measured, _ = ours(module, url, DEEP * n, APP_WORKERS)
     samples.add_run(f"deep {APP_WORKERS}", measured)
+    for count in counts:
+        engine = module.make_engine(url)
+        clear(engine)
+        engine.dispose()
+        rate, cpu, server = processes.run(db, module, url, n, count, PROCESS_WORKERS)
+        samples.add_run(f"processes {count}", Measured(rate, cpu, server))
     peer = PEERS.get(db)
     if peer and python:
         if peer == "pgqueuer":
@@ -617,6 +631,7 @@ class Figures:
     peer_default: float | None
     peer_best: tuple[float, int] | None  # the peer at its best, and its setting
     cycle: float | None  # the raw driver's cycle of 100
+    processes: tuple[float, int] | None  # ours in worker processes at our best, and how many
 
     @classmethod
     def of(cls, s: Samples, db: str) -> Figures:
@@ -627,7 +642,13 @@ class Figures:
             peer_default=None if default is None else s.median(f"peer {default}"),
             peer_best=s.best("peer"),
             cycle=s.median(f"cycle {BATCHES[-1]}"),
+            processes=s.best("processes"),
         )
+
+
+def first(pair: tuple[float, int] | None) -> float | None:
+    """The figure of a (figure, setting) pair."""
+    return None if pair is None else pair[0]
 
 
 def table(dbs: list[str], results: dict[str, Samples]) -> list[str]:
@@ -670,6 +691,21 @@ def table(dbs: list[str], results: dict[str, Samples]) -> list[str]:
         lambda s, f, db: _ratio(s.median(deep), f.app),
     )
 
+    counted = sorted(
+        {
+            int(w.split()[-1])
+            for s in results.values()
+            for w in s.taken
+            if w.startswith("processes ")
+        }
+    )
+    for count in counted:
+        what = f"processes {count}"
+        line(
+            f"ours, {count} processes of {PROCESS_WORKERS} workers: jobs/s, CPU a job",
+            lambda s, f, db, what=what: f"{_rate(s.median(what))}, {_cpu(s, what)}",
+        )
+
     def peer_cell(s: Samples, f: Figures, db: str) -> str:
         if db not in PEERS:
             return "(no Python peer)"
@@ -696,6 +732,10 @@ def table(dbs: list[str], results: dict[str, Samples]) -> list[str]:
         lambda s, f, db: _ratio(best_of(f), f.peer_default),
     )
     line("ours at our best / peer at its best", lambda s, f, db: _ratio(best_of(f), peer_best(f)))
+    line(
+        "ours in processes at our best / peer at its best",
+        lambda s, f, db: _ratio(first(f.processes), peer_best(f)),
+    )
     line("push, ours (Kind.push, one a call)", lambda s, f, db: _rate(s.median("push")))
     line("insert, raw driver (one a call)", lambda s, f, db: _rate(s.median("insert")))
     line("push / raw insert", lambda s, f, db: _ratio(s.median("push"), s.median("insert")))
@@ -711,6 +751,10 @@ def table(dbs: list[str], results: dict[str, Samples]) -> list[str]:
     line(
         f"ours at our best / raw cycle of {BATCHES[-1]}",
         lambda s, f, db: _ratio(best_of(f), f.cycle),
+    )
+    line(
+        f"ours in processes at our best / raw cycle of {BATCHES[-1]}",
+        lambda s, f, db: _ratio(first(f.processes), f.cycle),
     )
     return lines
 
@@ -741,9 +785,6 @@ def targets(dbs: list[str], results: dict[str, Samples]) -> list[str]:
     def over(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None else a / b
 
-    def first(pair: tuple[float, int] | None) -> float | None:
-        return None if pair is None else pair[0]
-
     for db in dbs:
         s, f = results[db], Figures.of(results[db], db)
         name = NAMES[db]
@@ -764,6 +805,19 @@ def targets(dbs: list[str], results: dict[str, Samples]) -> list[str]:
             over(first(f.best), f.cycle),
             CYCLE_GOALS[db],
         )
+        # Issue 47's: the same goals, reached with worker processes.
+        if db == "postgres":
+            check(
+                f"{name} in processes at our best / pgqueuer at its best",
+                over(first(f.processes), first(f.peer_best)),
+                2,
+            )
+        else:
+            check(
+                f"{name} in processes at our best / raw cycle of {BATCHES[-1]}",
+                over(first(f.processes), f.cycle),
+                CYCLE_GOALS[db],
+            )
         for (of, workers), (cpu, server) in CPU_BEFORE.items():
             if of != db:
                 continue
@@ -795,6 +849,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1,000 jobs, 1 round: a smoke run")
     parser.add_argument("--only", action="append", choices=DATABASES, help="this database only")
     parser.add_argument("--no-peers", action="store_true", help="skip the peers and their venv")
+    parser.add_argument(
+        "--processes",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        default=PROCESSES,
+        help="the runs in worker processes, by how many (2,4,10)",
+    )
     parser.add_argument(
         "--purge-wait",
         type=float,
@@ -836,7 +896,7 @@ def main() -> None:
         for round_ in range(args.repeat):
             for db in dbs:
                 module, url, peer_url = places[db]
-                one_round(db, module, url, peer_url, python, args.jobs, results[db])
+                one_round(db, module, url, peer_url, python, args.jobs, results[db], args.processes)
             print(f"round {round_ + 1} of {args.repeat} done, {_since(began)}", flush=True)
     print()
     for db in dbs:

@@ -19,7 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Each benchmark at a size of seconds, with what its output must say.
 SMALL = {
-    "peers": ("benchmarks/peers.py --jobs 200 --repeat 1 --no-peers --purge-wait 1", "in all"),
+    "peers": (
+        "benchmarks/peers.py --jobs 200 --repeat 1 --no-peers --purge-wait 1 --processes 2",
+        "| ours, 2 processes of",
+    ),
     "hops": ("benchmarks/hops.py --jobs 200 --repeat 1", "| MariaDB | 128 |"),
     "push": ("benchmarks/push.py --rounds 1 --size 20 --many 100", "MariaDB"),
     "result": ("benchmarks/result.py --jobs 1 --only postgres", "Postgres, polled"),
