@@ -24,6 +24,8 @@ import pytest
         "jobq.sql.sqlite",
         "jobq.sql.table",
         "jobq.sql.tally",
+        "jobq.page",
+        "jobq.page.chart",
         "jobq.probe",
         "jobq.supervisor",
     ],
