@@ -21,6 +21,7 @@ from typing import Annotated, cast
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 from jobq import page
+from jobq.request_id import RequestIds
 from pydantic import BaseModel
 from sqlalchemy import Connection
 
@@ -28,7 +29,6 @@ from . import server, settings, users
 from .app import App
 from .jobs_db import Jobs
 from .kinds import WelcomeMail
-from .request_id import RequestIds
 
 
 def serve(app: App, host: str = "127.0.0.1", port: int = 8000) -> None:
@@ -138,6 +138,6 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
     # password, out of the OpenAPI schema.
     jobs_page = page.app(app.queue, password=settings.jobs_page_password(), name=settings.APP_NAME)
     asgi.mount("/jobs", jobs_page)
-    # Each request's ID is on its response, its log lines and its jobs' (request_id.py).
+    # Each request's ID is on its response, its log lines and its jobs' (jobq.request_id).
     asgi.add_middleware(RequestIds)
     return asgi

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobq import page
+from jobq.request_id import RequestIds
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, PlainTextResponse
@@ -12,7 +13,6 @@ from starlette.routing import Mount, Route
 
 from . import server, settings
 from .kinds import WelcomeMail
-from .request_id import RequestIds
 from .settings import metrics_token
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
         ],
         lifespan=server.lifespan(app, queue_died),
     )
-    # Each request's ID is on its response, its log lines and its jobs' (request_id.py).
+    # Each request's ID is on its response, its log lines and its jobs' (jobq.request_id).
     asgi.add_middleware(RequestIds)
     if token:  # no /metrics unless METRICS_TOKEN is set: it shows the app's kinds
         asgi.add_route("/metrics", metrics)
