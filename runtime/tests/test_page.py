@@ -704,7 +704,7 @@ def test_every_response_carries_the_pages_headers_a_refusal_and_a_file_included(
         page.get("/jobs/static/page.css"),
         page.get("/jobs/job/1"),
         page.post("/jobs/run-again", data={"id": "1"}),
-        TestClient(page.app).get("/jobs/"),  # no password
+        TestClient(page.app).get("/jobs/"),  # a request without the password: 401
     ):
         for name, value in jobs_page.HEADERS.items():
             assert response.headers[name] == value, (response.url, name)
