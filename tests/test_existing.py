@@ -5,8 +5,9 @@ renders the jobs parts into it with copier as a user types it, follows the
 lines copier printed (the dependencies, alembic.ini's version_locations, the
 lifespan), installs the project, and then: `alembic upgrade heads` makes the
 app's tables and the jobs' together, a route pushes a job in its transaction
-and the queue in the lifespan runs it, the jobs command answers, and the parts'
-own tests, ruff and mypy --strict pass in the project.
+and the queue in the lifespan runs it, the jobs page mounted at /jobs asks for
+its password, the jobs command answers, and the parts' own tests, ruff and
+mypy --strict pass in the project.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from shop.jobs import make_jobs, running
+from shop.jobs import make_jobs, page, running
 from shop.jobs.jobs_db import make_engine
 from shop.jobs.kinds import Hello
 
@@ -108,6 +109,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 app = FastAPI(lifespan=lifespan)
+app.mount("/jobs", page(jobs))
 
 
 @app.post("/orders")
@@ -121,13 +123,16 @@ def order(name: str) -> dict[str, str]:
 
 # Run in the project's venv: the server's lifespan runs the queue, which runs the route's job.
 SERVE_AND_ORDER = """\
-import logging, time
+import base64, logging, time
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 from shop.main import app, engine
 
 logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
 with TestClient(app) as client:
+    assert client.get("/jobs/").status_code == 401  # JOBS_PAGE_PASSWORD is set: it asks for it
+    login = {"Authorization": "Basic " + base64.b64encode(b"admin:page-password-of-shop").decode()}
+    assert "<title>Failed jobs · shop</title>" in client.get("/jobs/", headers=login).text
     response = client.post("/orders", params={"name": "ann"})
     assert response.status_code == 200, response.text
     deadline = time.monotonic() + 30
@@ -202,7 +207,7 @@ def test_an_existing_fastapi_project_gets_jobs_as_printed_and_its_route_runs_one
     main = project / "src" / PACKAGE / "main.py"
     main.write_text(MAIN)
     for line in _block(printed, "3."):
-        if not line.startswith(("and in a route", "from shop.jobs.jobs_db")):
+        if not line.startswith(("and in a route", "and the jobs page", "from shop.jobs.jobs_db")):
             assert line in MAIN, f"{line!r}, printed, is not in the app"
 
     venv = tmp_path / "venv"
@@ -227,7 +232,8 @@ def test_an_existing_fastapi_project_gets_jobs_as_printed_and_its_route_runs_one
     assert heads == ["0007_jobs", "shop_0001"], current.stdout + current.stderr
 
     # The route pushes its job in its transaction; the queue in the lifespan runs it.
-    served = _run(python, "-c", SERVE_AND_ORDER, cwd=project, env=env, timeout=120)
+    page = {"JOBS_PAGE_PASSWORD": "page-password-of-shop"}
+    served = _run(python, "-c", SERVE_AND_ORDER, cwd=project, env={**env, **page}, timeout=120)
     assert served.returncode == 0, served.stderr
     assert served.stdout.strip() == "orders 1 jobs 0", served.stdout + served.stderr
     assert "shop.jobs.kinds: hello, ann" in served.stderr

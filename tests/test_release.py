@@ -71,20 +71,25 @@ def test_the_sdist_and_the_wheel_pass_twine_check_with_the_one_version(dist: Pat
         metadata = archive.read(f"jobq-{version}.dist-info/METADATA").decode()
     assert {"jobq/py.typed", f"jobq-{version}.dist-info/licenses/LICENSE"} <= names
     assert not [n for n in names if "__pycache__" in n or n.startswith(("tests/", "jobq/tests"))]
+    # jobq.page's templates, style and script: package data the page reads from its folder.
+    page = {"jobq/page/static/page.css", "jobq/page/static/page.js"}
+    page |= {f"jobq/page/templates/{n}.html" for n in ("base", "failed", "job", "processes")}
+    assert page <= names, sorted(page - names)
     meta = email.parser.Parser().parsestr(metadata)
     assert (meta["Version"], meta["License-Expression"]) == (version, "MIT")
     assert "Typing :: Typed" in meta.get_all("Classifier", [])
     assert "Source, https://github.com/jobs-starter/jobs-starter/tree/main/runtime" in meta.get_all(
         "Project-URL", []
     )
-    extras = {"sqlite", "postgres", "mysql", "testing", "otel"}
+    extras = {"sqlite", "postgres", "mysql", "testing", "otel", "page"}
     assert extras <= set(meta.get_all("Provides-Extra", []))
     # The registry's page is the README, which says how to install and shows a job.
     assert meta["Description-Content-Type"] == "text/markdown"
     assert meta.get_payload() == (ROOT / "runtime" / "README.md").read_text()
     with tarfile.open(sdist) as archive:
         members = set(archive.getnames())
-    assert {f"jobq-{version}/{n}" for n in ("PKG-INFO", "LICENSE", "src/jobq/py.typed")} <= members
+    kept = ("PKG-INFO", "LICENSE", "src/jobq/py.typed", "src/jobq/page/templates/base.html")
+    assert {f"jobq-{version}/{n}" for n in kept} <= members
 
 
 def test_the_wheel_alone_in_a_fresh_venv_runs_the_readmes_job(dist: Path, tmp_path: Path) -> None:

@@ -101,3 +101,19 @@ def test_a_list_read_on_from_a_place_given_as_text_goes_on_past_times_within_a_m
     place = Place.parse(str(place_of("waiting", first[-1])))
     rest = store.browse("waiting", now, after=place, limit=2)
     assert [s.id for s in first + rest] == ids
+
+
+def test_a_place_given_as_text_is_its_millisecond_below_not_the_nearest() -> None:
+    # 0.9 ms past the whole one: said as the whole millisecond, where the store keeps it, so the
+    # next page goes on from the job's own time, not from the millisecond after it.
+    store = MemoryStore()
+    at = datetime(2030, 1, 1, 12, 0, 0, 900, tzinfo=UTC)
+    ids = []
+    for n in range(4):
+        job = jobq.Job(kind="mail", payload="{}", run_at=at + timedelta(microseconds=n * 10))
+        store.push(job)
+        ids.append(job.id)
+    place = place_of("waiting", store.browse("waiting", at + timedelta(hours=1), limit=2)[-1])
+    assert str(place) == f"{1893499200000}.{ids[1]}"
+    rest = store.browse("waiting", at + timedelta(hours=1), after=Place.parse(str(place)), limit=2)
+    assert [s.id for s in rest] == ids[2:]

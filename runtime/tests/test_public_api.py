@@ -24,7 +24,11 @@ import pytest
         "jobq.sql.sqlite",
         "jobq.sql.table",
         "jobq.sql.tally",
+        "jobq.metrics",
+        "jobq.page",
+        "jobq.page.chart",
         "jobq.probe",
+        "jobq.request_id",
         "jobq.supervisor",
     ],
 )

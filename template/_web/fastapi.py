@@ -20,14 +20,15 @@ from typing import Annotated, cast
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import PlainTextResponse, Response
+from jobq import page
+from jobq.request_id import RequestIds
 from pydantic import BaseModel
 from sqlalchemy import Connection
 
-from . import page, server, settings, users
+from . import server, settings, users
 from .app import App
 from .jobs_db import Jobs
 from .kinds import WelcomeMail
-from .request_id import RequestIds
 
 
 def serve(app: App, host: str = "127.0.0.1", port: int = 8000) -> None:
@@ -133,8 +134,10 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
     token = settings.metrics_token()
     if token:  # no /metrics unless METRICS_TOKEN is set: it shows the app's kinds
         asgi.include_router(metrics_router(token))
-    # Off unless JOBS_PAGE_PASSWORD is set (page.py): its own app, with its own password.
-    asgi.mount("/jobs", page.make_page(app, settings.jobs_page_password()))
-    # Each request's ID is on its response, its log lines and its jobs' (request_id.py).
+    # jobq's jobs page, off unless JOBS_PAGE_PASSWORD is set: an app of its own, with its own
+    # password, out of the OpenAPI schema.
+    jobs_page = page.app(app.queue, password=settings.jobs_page_password(), name=settings.APP_NAME)
+    asgi.mount("/jobs", jobs_page)
+    # Each request's ID is on its response, its log lines and its jobs' (jobq.request_id).
     asgi.add_middleware(RequestIds)
     return asgi

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jobq import page
+from jobq.request_id import RequestIds
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Mount, Route
 
-from . import page, server, settings
+from . import server, settings
 from .kinds import WelcomeMail
-from .request_id import RequestIds
 from .settings import metrics_token
 
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
         """The queue's Prometheus metrics, for a scraper that gives METRICS_TOKEN."""
         return await server.metrics(app, token, request.headers.get("authorization", ""))
 
+    # jobq's jobs page, on the app's queue and jobs table: off unless JOBS_PAGE_PASSWORD is set.
+    jobs_page = page.app(app.queue, password=settings.jobs_page_password(), name=settings.APP_NAME)
     asgi = Starlette(
         exception_handlers={error: server.database_down for error in server.DATABASE_DOWN},
         routes=[
@@ -75,12 +78,11 @@ def make_asgi(app: App, *, queue_died: Callable[[BaseException], None] | None = 
             Route("/users", sign_up, methods=["POST"]),
             Route("/healthz", probed),
             Route("/readyz", probed),
-            # Off unless JOBS_PAGE_PASSWORD is set (page.py).
-            Mount("/jobs", page.make_page(app, settings.jobs_page_password())),
+            Mount("/jobs", jobs_page),
         ],
         lifespan=server.lifespan(app, queue_died),
     )
-    # Each request's ID is on its response, its log lines and its jobs' (request_id.py).
+    # Each request's ID is on its response, its log lines and its jobs' (jobq.request_id).
     asgi.add_middleware(RequestIds)
     if token:  # no /metrics unless METRICS_TOKEN is set: it shows the app's kinds
         asgi.add_route("/metrics", metrics)

@@ -7,7 +7,7 @@ commands all name it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, get_args
 
 from jobq.job import Job
@@ -60,7 +60,9 @@ class Place:
     id: str
 
     def __str__(self) -> str:
-        return f"{self.at.timestamp() * 1000:.0f}.{self.id}"
+        # The millisecond below, exactly, as the stores keep a time: a rounded one (past half a
+        # millisecond) would name a time after the job's, and the next page would skip its ties.
+        return f"{(self.at - _EPOCH) // timedelta(milliseconds=1)}.{self.id}"
 
     @classmethod
     def parse(cls, text: str) -> Place:

@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
 import jobq
+from jobq.metrics import Metrics
 from jobq.otel import TraceCarrier
+from jobq.request_id import CarryRequestId
 
 from . import settings, users
 from .jobs_db import Jobs, make_engine
 from .kinds import Kinds, WelcomeMail, add_kinds
-from .metrics import Metrics
-from .request_id import CarryRequestId
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import jobq
 from jobq.probe import answer
+from jobq.request_id import log_request_ids
 from sqlalchemy import exc
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, PlainTextResponse
 
 from .migrate import check
-from .request_id import log_request_ids
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable

@@ -8,7 +8,7 @@ From the queue's ``observe`` (each instance counts its own runs):
 - ``jobq_wait_seconds{kind}``: how long jobs waited past their time before a
   worker took them (a histogram): a queue that falls behind shows here first.
 
-Read from the store at each scrape, when it counts its jobs (``jobq.StatsStore``),
+Read from the store at each scrape, when it counts its jobs (``StatsStore``),
 the same on every instance:
 
 - ``jobq_jobs{kind, state}``: jobs due, later (waiting for their time),
@@ -17,7 +17,8 @@ the same on every instance:
 - ``jobq_oldest_due_seconds{kind}``: how long the oldest due job has waited.
 
 Each app has a registry of its own (not prometheus_client's global one), so
-that tests and commands can make as many apps as they like.
+that tests and commands can make as many apps as they like. It needs
+prometheus_client: install jobq with the ``metrics`` extra (``jobq[metrics]``).
 """
 
 from __future__ import annotations
@@ -26,16 +27,21 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import jobq
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
+from jobq.job import Outcome
+from jobq.store import StatsStore
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from prometheus_client.metrics_core import Metric
+
+    from jobq.job import Ran
+    from jobq.store import Store
 
 __all__ = ["Metrics"]
 
@@ -50,7 +56,7 @@ class Metrics:
 
     content_type = CONTENT_TYPE_LATEST  # of the exposition
 
-    def __init__(self, store: jobq.Store) -> None:
+    def __init__(self, store: Store) -> None:
         self.registry = CollectorRegistry()
         self.runs = Counter(
             "jobq_runs",
@@ -75,23 +81,21 @@ class Metrics:
         )
         self.registry.register(_StoreStats(store))
 
-    def observe(self, ran: jobq.Ran) -> None:
+    def observe(self, ran: Ran) -> None:
         """Count one run: the queue's ``observe``."""
         self.runs.labels(ran.kind, str(ran.outcome)).inc()
-        if ran.outcome is jobq.Outcome.HELD_BACK:
+        if ran.outcome is Outcome.HELD_BACK:
             return  # it never started: its wait is counted as it runs
         self.took.labels(ran.kind).observe(ran.took.total_seconds())
         self.waited.labels(ran.kind).observe(ran.waited.total_seconds())
 
-    def observer(
-        self, also: Callable[[jobq.Ran], None] | None = None
-    ) -> Callable[[jobq.Ran], None]:
+    def observer(self, also: Callable[[Ran], None] | None = None) -> Callable[[Ran], None]:
         """``observe``, then ``also`` (the app's own), for a queue that takes one function."""
         if also is None:
             return self.observe
         then = also
 
-        def both(ran: jobq.Ran) -> None:
+        def both(ran: Ran) -> None:
             self.observe(ran)
             then(ran)
 
@@ -105,7 +109,7 @@ class Metrics:
 class _StoreStats(Collector):
     """Gauges read from the store at each scrape, when it counts its jobs by kind and state."""
 
-    def __init__(self, store: jobq.Store) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
 
     def describe(self) -> Iterable[Metric]:
@@ -113,7 +117,7 @@ class _StoreStats(Collector):
 
     def collect(self) -> Iterable[Metric]:
         store = self.store
-        if not isinstance(store, jobq.StatsStore):
+        if not isinstance(store, StatsStore):
             return []
         now = datetime.now(UTC)
         try:
