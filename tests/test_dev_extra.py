@@ -21,7 +21,7 @@ import sources
 
 RUNTIME = sources.ROOT / "runtime"
 SCANNED = [RUNTIME / "src/jobq", RUNTIME / "tests"]
-FIRST_PARTY = {"jobq", "conftest", "typed"}  # the runtime, and its tests' own modules
+FIRST_PARTY = {"jobq", "conftest", "typed", "cliapp"}  # the runtime, and its tests' own modules
 # A SQLAlchemy URL's driver, "dialect+driver://": the driver is the module it imports.
 _URL_DRIVER = re.compile(r"\b[a-z]+\+([a-z0-9_]+)://")
 

@@ -191,7 +191,7 @@ def test_an_existing_fastapi_project_gets_jobs_as_printed_and_its_route_runs_one
 
     # 1. The dependencies printed, into pyproject.toml.
     dependencies = _block(printed, "1.")
-    assert dependencies[0].startswith('"jobq @ file:'), dependencies
+    assert dependencies[0].startswith('"jobq[cli] @ file:'), dependencies
     (project / "pyproject.toml").write_text(
         PYPROJECT.format(dependencies="\n".join(f"  {d}" for d in dependencies))
     )

@@ -129,7 +129,10 @@ def test_an_app_rendered_from_a_local_clone_gets_jobq_from_the_index_after_the_c
     major, minor = (int(part) for part in jobq.__version__.split(".")[:2])
     released = f"jobq>={jobq.__version__},<{f'0.{minor + 1}' if major == 0 else major + 1}"
     assert f"\njobq: {released}\n  (jobq_source=index: " in capsys.readouterr().err
-    assert f'  "{released}",\n' in (app / "pyproject.toml").read_text()
+    # With the cli extra: the jobs command the app mounts (jobq.cli).
+    assert (
+        f'  "{released.replace("jobq", "jobq[cli]", 1)}",\n' in (app / "pyproject.toml").read_text()
+    )
     shutil.rmtree(clone)
 
     venv = tmp_path / "venv"

@@ -366,9 +366,9 @@ def test_copier_update_brings_a_later_templates_migration_and_keeps_the_apps_own
 def _pinned_runtime(app: Path) -> tuple[Path, str]:
     """The repository and commit the app's jobq requirement names; it must hold runtime/."""
     pyproject = (app / "pyproject.toml").read_text()
-    [line] = [line for line in pyproject.splitlines() if '"jobq @ ' in line]
+    [line] = [line for line in pyproject.splitlines() if re.match(r'\s*"jobq(\[\w+\])? @ ', line)]
     match = re.fullmatch(
-        r'\s*"jobq @ git\+file://(/.+)@([0-9a-f]{40})#subdirectory=runtime",', line
+        r'\s*"jobq(?:\[cli\])? @ git\+file://(/.+)@([0-9a-f]{40})#subdirectory=runtime",', line
     )
     assert match, line
     repo, commit = Path(match[1]), match[2]

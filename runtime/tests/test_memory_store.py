@@ -86,11 +86,15 @@ def test_the_brief_suite_collects_only_its_tests(pytester: pytest.Pytester) -> N
     assert ran.ret == 0, ran.outlines
 
 
-def test_a_list_read_on_from_a_place_given_as_text_goes_on_past_times_within_a_ms() -> None:
+@pytest.mark.parametrize("microseconds", [250, 650])
+def test_a_list_read_on_from_a_place_given_as_text_goes_on_past_times_within_a_ms(
+    microseconds: int,
+) -> None:
     # A place said as text (a command's --after, a page's link) keeps whole milliseconds,
-    # as the SQL tables do: jobs pushed within one millisecond are still read on by ID.
+    # as the SQL tables do: jobs pushed within one millisecond are still read on by ID,
+    # past half a millisecond too (a place once rounded up to the next one there).
     store = MemoryStore()
-    at = datetime(2030, 1, 1, 12, 0, 0, 250, tzinfo=UTC)
+    at = datetime(2030, 1, 1, 12, 0, 0, microseconds, tzinfo=UTC)
     ids = []
     for n in range(4):
         job = jobq.Job(kind="mail", payload="{}", run_at=at + timedelta(microseconds=n * 100))

@@ -14,6 +14,7 @@ import pytest
     [
         "jobq",
         "jobq.testing",
+        "jobq.cli",
         "jobq.sql",
         "jobq.sql.engine",
         "jobq.sql.mysql",

@@ -43,6 +43,7 @@ LISTS: tuple[Listed, ...] = get_args(Listed)
 MOST = 500  # jobs a page at the most: a page is read whole, and an operator reads it
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
 # The lists read the latest first, by when they ended; the others the oldest first.
 _LATEST_FIRST = frozenset({"failed", "cancelled", "done"})
 
@@ -60,9 +61,9 @@ class Place:
     id: str
 
     def __str__(self) -> str:
-        # The millisecond below, exactly, as the stores keep a time: a rounded one (past half a
-        # millisecond) would name a time after the job's, and the next page would skip its ties.
-        return f"{(self.at - _EPOCH) // timedelta(milliseconds=1)}.{self.id}"
+        # Whole milliseconds below, exactly, as the stores keep and compare a time: a float's
+        # rounding would put a time past .5 ms in the next one, and the page would skip its ms.
+        return f"{(self.at - _EPOCH) // _MS}.{self.id}"
 
     @classmethod
     def parse(cls, text: str) -> Place:

@@ -1,4 +1,4 @@
-"""Text from the jobs table, made safe to show on a terminal or the page.
+"""Text from the jobs table, made safe to show on a terminal or a page.
 
 A job's error, value or key is whatever a handler raised or a caller pushed:
 an escape sequence in it could recolour, retitle or hide lines of a terminal,
@@ -8,6 +8,8 @@ that is not printable is shown as its Python escape instead (``\\x1b``,
 """
 
 from __future__ import annotations
+
+__all__ = ["visible"]
 
 
 def visible(text: str, *, lines: bool = False) -> str:
