@@ -37,6 +37,9 @@ BUILT_IN_ORDER = (
     "result",
     "traceback",
     "unreadable",
+    "progress",
+    "metadata",
+    "checkpoint",
 )
 
 
@@ -47,6 +50,16 @@ def _same_fields(got: jobq.Job, expected: jobq.Job) -> None:
 
 def test_jobs_fields_are_in_the_order_its_positional_builders_give_them() -> None:
     assert tuple(f.name for f in fields(jobq.Job)) == BUILT_IN_ORDER
+
+
+def test_a_long_jobs_columns_are_read_into_their_own_fields() -> None:
+    first: tuple[object, ...] = (41, "mail", "{}", 1000, 1, None, None, None, None, 0, None, 0)
+    row = (*first, None, 0, 0, None, None, None, '{"done": 1}', '{"m": 1}', '{"c": 1}')
+    got = rows.job(row)
+    assert (got.progress, got.metadata, got.checkpoint) == ('{"done": 1}', '{"m": 1}', '{"c": 1}')
+    odd = rows.job((*row[:-1], b"\xff"))  # a BLOB that is no UTF-8 in checkpoint
+    assert odd.unreadable.startswith("checkpoint")
+    assert (odd.progress, odd.metadata, odd.checkpoint) == ('{"done": 1}', '{"m": 1}', None)
 
 
 def test_a_row_read_back_puts_each_column_in_its_own_field() -> None:

@@ -359,6 +359,22 @@ def test_a_mysql_engine_at_repeatable_read_is_refused(my_engine: sa.Engine) -> N
         plain.dispose()
 
 
+def test_a_mysql_transaction_checks_its_isolation_before_the_dialect_knows_the_version(
+    my_engine: sa.Engine,
+) -> None:
+    """The store's own pool may connect first, and meet the server while a connection of
+    the app's pool already runs a transaction: its check must not need the version."""
+    fresh = mysql.make_engine(my_engine.url.render_as_string(hide_password=False))
+    try:
+        with fresh.connect():
+            pass
+        dialect: Any = fresh.dialect
+        dialect.server_version_info, dialect.is_mariadb = None, False  # as before it learns
+        assert mysql.Jobs(fresh).claim(T0, T0) is None
+    finally:
+        fresh.dispose()
+
+
 def test_a_job_keeps_when_it_was_made_and_names_compare_as_written(
     db: tuple[ModuleType, sa.Engine],
 ) -> None:

@@ -13,6 +13,7 @@ from jobq.errors import (
     BadSchedule,
     CarryTooLarge,
     ConfigError,
+    HoldLost,
     JobCancelled,
     JobFailed,
     JobqError,
@@ -28,11 +29,13 @@ from jobq.job import TRACEBACK_MOST, Claimant, Job, Outcome, Ran
 from jobq.kind import KEEP_RESULTS, Kind, default_backoff
 from jobq.limiter import Limiter
 from jobq.listing import LISTS, Listed, Place, place_of
+from jobq.notes import acheckpoint, checkpoint, checkpointed, meta, progress
 from jobq.process import Process
 from jobq.queue import Queue
 from jobq.schedule import Cron, Every, Schedule
 from jobq.stats import KindStats
 from jobq.status import State, Status
+from jobq.step import Steps, StepsStopped, steps
 from jobq.store import (
     AtOnceStore,
     BatchStore,
@@ -47,6 +50,7 @@ from jobq.store import (
     OneAtATimeStore,
     PauseStore,
     ProcessStore,
+    ProgressStore,
     PushManyStore,
     RenewStore,
     ResultStore,
@@ -77,6 +81,7 @@ __all__ = [
     "FailedStore",
     "GiveBackStore",
     "HoldBackStore",
+    "HoldLost",
     "Job",
     "JobCancelled",
     "JobFailed",
@@ -96,6 +101,7 @@ __all__ = [
     "Place",
     "Process",
     "ProcessStore",
+    "ProgressStore",
     "PushManyStore",
     "Queue",
     "Ran",
@@ -109,6 +115,8 @@ __all__ = [
     "StatsStore",
     "Status",
     "StatusStore",
+    "Steps",
+    "StepsStopped",
     "Store",
     "StoreError",
     "StoreLocked",
@@ -120,10 +128,16 @@ __all__ = [
     "UnknownJob",
     "ValueDoesNotFit",
     "__version__",
+    "acheckpoint",
     "cancelled",
+    "checkpoint",
+    "checkpointed",
     "complete",
     "current_job",
     "default_backoff",
+    "meta",
     "place_of",
+    "progress",
+    "steps",
     "work",
 ]

@@ -28,6 +28,7 @@ from jobq.log import say_job
 from jobq.outcome import Attempt, Outcomes, ran
 from jobq.putback import PutBack
 from jobq.run import Run
+from jobq.step import StepsStopped
 from jobq.threads import ThreadExit
 
 __all__ = ["Attempts"]
@@ -66,6 +67,7 @@ class Attempts:
         self._pushed = run.wakeup.pushed
         self._finish = self.outcomes.finish
         self._asked = run.asked
+        self._notes = run.notes
         self._async: dict[Kind[Any], bool] = {}  # whether its handler is an async def
 
     async def work(self, job: Job, give: Callable[[], None], claimed: datetime) -> bool:
@@ -158,16 +160,20 @@ class Attempts:
             attempt.ended = time.monotonic()
             if asked and job.id in asked:
                 attempt.end = "cancelled"  # it reached the run as the handler ran
-            elif cut:
+            elif cut or type(attempt.error) is StepsStopped:
                 await self.putback.stopped(attempt)
                 return True
             give()
+            if self._notes.wrote(job):
+                await self._notes.flush(job)  # its last progress, before its settle
             # Kept, logged, told to on_fail and observed, even as the queue stops: a stop
             # interrupts handlers only (see Loop._stop).
             self._finish(attempt)
             return True
         finally:
             give()
+            if self._notes.wrote(job):
+                self._notes.drop(job)
             self._held.pop(job.id)
             if self._running.get(job.id) is task:
                 del self._running[job.id]
@@ -206,7 +212,13 @@ class Attempts:
             attempt.ended = time.monotonic()
         if self._asked and job.id in self._asked:
             attempt.end = "cancelled"  # it asked jobq.cancelled(), or ran on to its end
+        elif type(attempt.error) is StepsStopped:
+            give()
+            await self.putback.stopped(attempt)  # between two steps, as the queue stops
+            return True
         give()
+        if self._notes.wrote(job):
+            await self._notes.flush(job)  # its last progress, before its settle
         self._finish(attempt)
         return True
 

@@ -8,6 +8,7 @@ __all__ = [
     "BadSchedule",
     "CarryTooLarge",
     "ConfigError",
+    "HoldLost",
     "JobCancelled",
     "JobFailed",
     "JobqError",
@@ -51,6 +52,11 @@ class Permanent(JobqError):
 
         raise jobq.Permanent("the user has gone")
     """
+
+
+class HoldLost(JobqError):
+    """This attempt no longer holds its job: it was settled, or its hold ran out and another
+    claim took it. What it wrote now was not saved; return, and let the job's holder run it."""
 
 
 class Snooze(JobqError):

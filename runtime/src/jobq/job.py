@@ -52,6 +52,12 @@ class Job:
     # What of its stored row could not be read ("" for nothing): a hand or an old
     # version left a column no store writes. The queue fails it for good, unrun.
     unreadable: str = ""
+    # A long job's, as JSON, written by its handler as it runs (a ProgressStore): how far
+    # its latest attempt got (read by a status, not by a claim), the values kept with it
+    # through its retries and its end, and where its next attempt resumes from.
+    progress: str | None = None
+    metadata: str | None = None
+    checkpoint: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

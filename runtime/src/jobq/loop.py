@@ -23,6 +23,7 @@ from jobq.errors import StoreError
 from jobq.job import Job
 from jobq.kind import Kind
 from jobq.log import say
+from jobq.notes import notes
 from jobq.run import Run, Settings
 from jobq.sidetasks import SideTasks
 from jobq.store import GiveBackStore
@@ -131,6 +132,7 @@ class Loop:
         """Have ``run`` stop gracefully and return (``Queue.stop``); with ``now``, without
         the grace, or cutting the grace short if the stop has begun."""
         self._stop_asked = True
+        self._run.notes.stopping = True  # read by jobq.steps between two steps
         loop = self._run.loop
         if running_loop() is loop:
             self._stopping(now)
@@ -168,6 +170,7 @@ class Loop:
         # jobq.complete() its kinds.
         asked.set(run.asked)
         completions.set(run.completions)
+        notes.set(run.notes)
         side_tasks = side.schedules(self._schedules) + side.expiries() + side.tallies()
         side_tasks += side.beats(self._role, self._only)
         held.start()
@@ -319,6 +322,7 @@ async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
     run.held.start()  # a drain renews the jobs it runs, as a run does
     cancels = asked.set(run.asked)  # in the caller's context, which each job's task copies
     completing = completions.set(run.completions)
+    noting = notes.set(run.notes)
     try:
         while True:
             now, jobs = await run.calls.claim_held(run.hold, 1, run.claimant)
@@ -339,6 +343,7 @@ async def drain(queue: Settings, kinds: dict[str, Kind[Any]]) -> int:
         finally:
             asked.reset(cancels)
             completions.reset(completing)
+            notes.reset(noting)
             run.held.stop()
             run.handler_threads.shutdown()
 

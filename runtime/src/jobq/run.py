@@ -22,6 +22,7 @@ from jobq.completion import Completions
 from jobq.deadline import Deadlines
 from jobq.holds import Holds
 from jobq.job import Claimant, Job, Ran
+from jobq.notes import Notes
 from jobq.store import RenewStore, Store
 from jobq.tally import Counts
 from jobq.threads import HandlerThreads
@@ -91,6 +92,8 @@ class Run:
         self.asked: set[str] = set()
         # What jobq.complete() needs, and the jobs it completed in their handlers' transactions.
         self.completions = Completions(kinds)
+        # What running jobs' handlers write as they go (jobq.progress, jobq.checkpoint).
+        self.notes = Notes(self.store, self.calls, self.loop)
         # Claimed and not yet settled: renewed while they run, by a thread of its own,
         # which also asks the store which of them were cancelled.
         self.held = Holds(self.store, self.hold, self._asked_found)

@@ -117,7 +117,11 @@ class FailedStore(Store, Protocol):
         ...
 
     def run_again(self, id: str, at: datetime) -> bool:
-        """Put a failed job back, due at ``at``, with no attempts; say whether there was one."""
+        """Put a failed job back, due at ``at``, with no attempts; say whether there was one.
+
+        On a ProgressStore it starts from scratch: its progress and checkpoint go (its
+        metadata stays); ``ProgressStore.run_again_from_checkpoint`` keeps them.
+        """
         ...
 
 
@@ -604,4 +608,35 @@ class ProcessStore(Store, Protocol):
 
     def leave(self, id: str) -> None:
         """Delete the process ``id`` (as it stops cleanly); nothing for an ID not recorded."""
+        ...
+
+
+@runtime_checkable
+class ProgressStore(Store, Protocol):
+    """A Store where a running job's handler writes as it goes: its progress, its metadata,
+    and a checkpoint its next attempt resumes from (``jobq.progress``, ``jobq.checkpoint``)."""
+
+    def record(
+        self,
+        job: Job,
+        progress: str | None = None,
+        metadata: str | None = None,
+        checkpoint: str | None = None,
+    ) -> bool:
+        """Write each of the JSON texts given (None leaves that column as it is) into the
+        job's row; say whether it did.
+
+        Fenced by the attempt, as a renewal is: written only while the claim that
+        returned ``job`` still has it (its ``attempts``, unsettled and held); a
+        write from an attempt that was settled, put back or taken by a later
+        claim changes nothing and says False. What was written stays through the
+        job's retries and its end: a later claim, a status, a list and ``failed()``
+        return all three. With none given it writes nothing, and says whether the
+        attempt still holds the job.
+        """
+        ...
+
+    def run_again_from_checkpoint(self, id: str, at: datetime) -> bool:
+        """``run_again`` of a job that ended (not done), keeping its checkpoint and progress:
+        its next attempt resumes where the last one got. Says whether there was one."""
         ...

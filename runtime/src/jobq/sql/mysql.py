@@ -235,7 +235,7 @@ class Database:
         try:
             driver: Any = raw.driver_connection
             if not self._checked:
-                _check(self.engine.dialect.get_isolation_level(driver))
+                _check(_isolation(driver))
                 self._checked = True
             if driver.get_autocommit():
                 # An engine in autocommit: the claim's lock must last until its UPDATE.
@@ -659,6 +659,28 @@ def _unless_duplicate(
 @functools.cache
 def _driver_sql(statement: str | TextClause) -> str:
     return str(rows.clause(statement).compile(dialect=_DIALECT))
+
+
+def _isolation(driver: Any) -> str:
+    """The connection's isolation level, as "READ COMMITTED", asked of the server itself.
+
+    Not the dialect's ``get_isolation_level``: that picks its variable by the server's
+    version, which the dialect learns on the engine's first connection, and a
+    connection of the store's own pool may come first (one CI run in twenty failed
+    comparing None to a tuple). MySQL names it ``transaction_isolation``, MariaDB
+    ``tx_isolation`` (both, from 11.1).
+    """
+    cursor = driver.cursor()
+    try:
+        cursor.execute(
+            "SHOW SESSION VARIABLES"
+            " WHERE Variable_name IN ('transaction_isolation', 'tx_isolation')"
+        )
+        found = cursor.fetchall()
+    finally:
+        cursor.close()
+    value = found[0][1] if found else ""
+    return (value.decode() if isinstance(value, bytes) else str(value)).upper().replace("-", " ")
 
 
 def _check(level: str) -> None:

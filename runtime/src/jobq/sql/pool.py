@@ -133,10 +133,11 @@ class Kept:
         The two pools share the engine's first-connect listener, which asks the
         server its version (and more) once, but each pool holds its own lock
         over it: where this pool's connection asked first, a connection of the
-        engine's pool went on at once, its dialect without a version yet
-        (SQLAlchemy's MySQL dialect then failed comparing None to a tuple; one
-        CI run in twenty). Through the engine's pool, every first connection waits.
-        Where that pool has connected already, the dialect met its server there.
+        app's pool went on at once, its dialect without a version yet. Through
+        the engine's pool, the app's next connections wait for it. Where that
+        pool is connecting already, one of its connections may still go on
+        early: the store's own statements need nothing of the version (see
+        jobq.sql.mysql's ``_isolation``).
         """
         engine = first()
         if engine is not None and not _connected(engine.pool):

@@ -8,7 +8,7 @@ The columns every store reads a job back with, in this order::
 
     id, kind, payload, run_at, attempts, error, failed_at, unique_key,
     alone_key, at_once, carried, priority, claimed_by, max_attempts, snoozes,
-    ended, cancel_asked, expires_at
+    ended, cancel_asked, expires_at, progress, metadata, checkpoint
 
 ``JOB_COLUMNS`` spells them for a SELECT or a RETURNING; ``job`` reads a row
 of them (a shorter row leaves the rest at their defaults). ``COLUMNS`` is the
@@ -63,7 +63,10 @@ COLUMNS = (
     "id, kind, payload, run_at, attempts, error, failed_at, "
     "unique_key, alone_key, at_once, carried, priority, claimed_by"
 )
-JOB_COLUMNS = f"{COLUMNS}, max_attempts, snoozes, ended, cancel_asked, expires_at"
+JOB_COLUMNS = (
+    f"{COLUMNS}, max_attempts, snoozes, ended, cancel_asked, expires_at, "
+    "progress, metadata, checkpoint"
+)
 
 _WIDTH = JOB_COLUMNS.count(",") + 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -390,6 +393,9 @@ def _job(row: Sequence[Any]) -> Job:
         ended,
         cancel_asked,
         expires_at,
+        progress,
+        metadata,
+        checkpoint,
     ) = row
     if not (
         type(kind) is str
@@ -399,6 +405,9 @@ def _job(row: Sequence[Any]) -> Job:
         and (alone_key is None or type(alone_key) is str)
         and (claimed_by is None or type(claimed_by) is str)
         and (ended is None or type(ended) is str)
+        and (progress is None or type(progress) is str)
+        and (metadata is None or type(metadata) is str)
+        and (checkpoint is None or type(checkpoint) is str)
     ):
         raise _Off
     context = None if carried is None else _carried(carried)
@@ -429,6 +438,9 @@ def _job(row: Sequence[Any]) -> Job:
         None,  # result: read by status alone
         trace,
         "",
+        progress,
+        metadata,
+        checkpoint,
     )
 
 
@@ -460,6 +472,8 @@ def _unreadable_job(row: Sequence[Any]) -> Job:
     ended = _string(row[15], "ended", said)
     cancel_asked = _time(row[16], "cancel_asked", said)
     expires_at = _time(row[17], "expires_at", said)
+    progress, metadata = _string(row[18], "progress", said), _string(row[19], "metadata", said)
+    checkpoint = _string(row[20], "checkpoint", said)
     return Job(
         kind=kind,
         payload=payload,
@@ -482,6 +496,9 @@ def _unreadable_job(row: Sequence[Any]) -> Job:
         traceback=trace,
         # "" when each column read after all (a BLOB of UTF-8 in a text's column).
         unreadable=said[0] if said else "",
+        progress=progress,
+        metadata=metadata,
+        checkpoint=checkpoint,
     )
 
 

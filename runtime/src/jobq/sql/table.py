@@ -60,7 +60,9 @@ class SQL:
     - ``failed``, ``cancelled``: the jobs that ended failed (``ended`` NULL or
       'failed'), or cancelled or expired, ``rows.JOB_COLUMNS``, the latest first;
     - ``run_again``: the job ``:id``, ended but not done, due again at ``:run_at``
-      with no attempts;
+      with no attempts, its ``progress`` and ``checkpoint`` gone;
+      ``run_again_from_checkpoint``: the same,
+      keeping them;
     - ``end``: the claimed job ``:id`` (fenced by ``:attempts`` and its hold; a done
       one by no cancel asked) ended as ``rows.ended`` says; a row changed (or, on a
       database that says so, returned) means it ended;
@@ -77,7 +79,10 @@ class SQL:
       ``:workers``, ``:started_at``, ``:beat_at``); ``stale_processes``: a row when a
       process's ``beat_at`` is before ``:gone_before``, and ``prune_processes`` those
       deleted; ``processes``: every process, its
-      columns in that order; ``leave``: the process ``:id`` deleted.
+      columns in that order; ``leave``: the process ``:id`` deleted;
+    - ``record``: the claimed job ``:id`` (fenced by ``:attempts`` and its hold, as a
+      renewal is) with each of ``:progress``, ``:metadata``, ``:checkpoint`` that is
+      not NULL written; a row changed means it was written.
     """
 
     end: str
@@ -94,7 +99,13 @@ class SQL:
 
     failed = _ended("(ended IS NULL OR ended = 'failed')")
     cancelled = _ended("ended IN ('cancelled', 'expired')")
+    # From scratch: its checkpoint and progress go (the next keeps them); metadata stays.
     run_again = """
+        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
+            run_at = :run_at, held_until = 0, progress = NULL, checkpoint = NULL
+        WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
+        """
+    run_again_from_checkpoint = """
         UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
             run_at = :run_at, held_until = 0
         WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
@@ -116,6 +127,11 @@ class SQL:
     prune_processes = "DELETE FROM job_processes WHERE beat_at < :gone_before"
     processes = "SELECT id, host, pid, role, kinds, workers, started_at, beat_at FROM job_processes"
     leave = "DELETE FROM job_processes WHERE id = :id"
+    record = """
+        UPDATE jobs SET progress = coalesce(:progress, progress),
+            metadata = coalesce(:metadata, metadata), checkpoint = coalesce(:checkpoint, checkpoint)
+        WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+        """
 
 
 def statement(made: _F) -> _F:
@@ -258,11 +274,16 @@ class Table:
         return [rows.job(row) for row in self._driver.read(self._driver.sql.failed, {})]
 
     def run_again(self, id: str, at: datetime) -> bool:
+        return self._again(self._driver.sql.run_again, id, at)
+
+    def run_again_from_checkpoint(self, id: str, at: datetime) -> bool:
+        return self._again(self._driver.sql.run_again_from_checkpoint, id, at)
+
+    def _again(self, statement: str, id: str, at: datetime) -> bool:
         key = rows.row_id(id)
         if key is None:
             return False  # not an ID the table gives out, so not one of its jobs
-        params = {"id": key, "run_at": rows.ms(at)}
-        return self._driver.change(self._driver.sql.run_again, params) > 0
+        return self._driver.change(statement, {"id": key, "run_at": rows.ms(at)}) > 0
 
     def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
         key = rows.row_id(id)
@@ -387,6 +408,23 @@ class Table:
 
     def tallies(self, since: datetime) -> list[Tally]:
         return tally.tallies(self._driver.read(tally.READ, {"since": rows.ms(since)}))
+
+    # ProgressStore
+
+    def record(
+        self,
+        job: Job,
+        progress: str | None = None,
+        metadata: str | None = None,
+        checkpoint: str | None = None,
+    ) -> bool:
+        params = {
+            **rows.fence(job),
+            "progress": progress,
+            "metadata": metadata,
+            "checkpoint": checkpoint,
+        }
+        return self._driver.change(self._driver.sql.record, params) > 0
 
     # ProcessStore
 

@@ -20,8 +20,8 @@ LatestStorePromises, OneAtATimeStorePromises, AtOnceStorePromises,
 HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises,
 CancelStorePromises, PauseStorePromises, PushManyStorePromises, BatchStorePromises,
 RenewStorePromises, CarryStorePromises, StatsStorePromises, StatusStorePromises,
-BrowseStorePromises, ResultStorePromises, TallyStorePromises, ProcessStorePromises and
-ClaimantPromises
+BrowseStorePromises, ResultStorePromises, TallyStorePromises, ProcessStorePromises,
+ProgressStorePromises and ClaimantPromises
 (``StoreSuiteInBrief`` runs one test of each, for a quick look). Its times are fixed,
 whole milliseconds, far from now, so that no store passes by reading its own clock;
 its concurrency tests race threads (``at_once``), claiming one job at a time and,
@@ -71,6 +71,7 @@ from jobq.testing._latest import LatestStorePromises
 from jobq.testing._one_at_a_time import OneAtATimeStorePromises
 from jobq.testing._pause import PauseStorePromises
 from jobq.testing._process import ProcessStorePromises
+from jobq.testing._progress import ProgressStorePromises
 from jobq.testing._push_many import PushManyStorePromises
 from jobq.testing._renew import RenewStorePromises
 from jobq.testing._results import ResultStorePromises
@@ -106,6 +107,7 @@ __all__ = [
     "OneAtATimeStorePromises",
     "PauseStorePromises",
     "ProcessStorePromises",
+    "ProgressStorePromises",
     "PushManyStorePromises",
     "Pushed",
     "RenewStorePromises",
@@ -151,6 +153,7 @@ class StoreSuite(
     ResultStorePromises,
     TallyStorePromises,
     ProcessStorePromises,
+    ProgressStorePromises,
     ClaimantPromises,
 ):
     """Every promise of the Store contract and its extras, for one store."""

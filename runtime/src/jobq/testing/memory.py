@@ -131,17 +131,44 @@ class MemoryStore:
                     renewed.append(job.id)
         return renewed
 
+    # ProgressStore
+
+    def record(
+        self,
+        job: Job,
+        progress: str | None = None,
+        metadata: str | None = None,
+        checkpoint: str | None = None,
+    ) -> bool:
+        with self._lock:
+            row = self._claimed(job)
+            if row is None:
+                return False
+            kept = row.job
+            kept.progress = kept.progress if progress is None else progress
+            kept.metadata = kept.metadata if metadata is None else metadata
+            kept.checkpoint = kept.checkpoint if checkpoint is None else checkpoint
+            return True
+
     # FailedStore
 
     def failed(self) -> list[Job]:
         return self._ended(_FAILED)
 
     def run_again(self, id: str, at: datetime) -> bool:
+        return self._again(id, at, resume=False)
+
+    def run_again_from_checkpoint(self, id: str, at: datetime) -> bool:
+        return self._again(id, at, resume=True)
+
+    def _again(self, id: str, at: datetime, *, resume: bool) -> bool:
         with self._lock:
             row = self._rows.get(id)
             if row is None or row.job.failed_at is None or row.job.ended == "done":
                 return False
             job = row.job
+            if not resume:
+                job.progress = job.checkpoint = None
             job.failed_at = job.ended = job.cancel_asked = None
             job.attempts = 0
             job.run_at = at
