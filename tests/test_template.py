@@ -229,7 +229,7 @@ def _run_the_jobs_commands(app: Installed, env: dict[str, str]) -> None:
     again = myapp("jobs", "retry", "1")
     assert (again.returncode, again.stdout) == (
         0,
-        "1 job back to run, as the app's queue finds it.\n",
+        "1 job back to run, from scratch, as the app's queue finds it.\n",
     )
     assert myapp("jobs").stdout == "No job has failed for good.\n"
     unknown = myapp("jobs", "retry", "1")

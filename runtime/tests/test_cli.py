@@ -204,7 +204,10 @@ def test_what_a_job_kept_is_shown_with_its_control_characters_escaped(database: 
 
 def test_jobs_retry_puts_one_back_to_run_from_its_first_attempt(database: Database) -> None:
     id = _failed_job(database.memory)
-    assert _ok(database, "jobs", "retry", id) == "1 job back to run, as the app's queue finds it.\n"
+    assert (
+        _ok(database, "jobs", "retry", id)
+        == "1 job back to run, from scratch, as the app's queue finds it.\n"
+    )
     assert database.memory.failed() == []
     now = datetime.now(UTC)
     again = database.memory.claim(now, now + timedelta(minutes=1))
@@ -212,11 +215,51 @@ def test_jobs_retry_puts_one_back_to_run_from_its_first_attempt(database: Databa
     assert again.attempts == 1
 
 
+def _long_job_failed(store: MemoryStore) -> str:
+    """A job that failed for good after writing its progress, metadata and checkpoint."""
+    job = jobq.Job(kind="flaky", payload='{"up_at":null}', run_at=datetime.now(UTC))
+    store.push(job)
+    now = datetime.now(UTC)
+    claimed = store.claim(now, now + timedelta(minutes=1))
+    assert claimed is not None
+    progress = '{"done": 12, "total": 20, "note": "page 3"}'
+    assert store.record(claimed, progress, '{"rows": 1200}', '{"steps": 12}')
+    claimed.error, claimed.failed_at = "the disk is full", now
+    store.fail(claimed)
+    return job.id
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["from scratch", "--resume"])
+def test_jobs_retry_says_whether_it_starts_from_scratch_or_its_checkpoint(
+    database: Database, resume: bool
+) -> None:
+    id = _long_job_failed(database.memory)
+    said = _ok(database, "jobs", "retry", id, *(["--resume"] if resume else []))
+    start = "from its last checkpoint" if resume else "from scratch"
+    assert said == f"1 job back to run, {start}, as the app's queue finds it.\n"
+    now = datetime.now(UTC)
+    again = database.memory.claim(now, now + timedelta(minutes=1))
+    assert again is not None
+    assert again.checkpoint == ('{"steps": 12}' if resume else None)
+    assert again.metadata == '{"rows": 1200}', "metadata stays either way"
+
+
+def test_jobs_show_says_a_long_jobs_progress_metadata_and_checkpoint(database: Database) -> None:
+    id = _long_job_failed(database.memory)
+    shown = _ok(database, "jobs", "show", id)
+    assert "  progress: 12 of 20 (60%), page 3\n" in shown
+    assert '  metadata: {"rows": 1200}\n' in shown
+    assert '  checkpoint: {"steps": 12} (jobs retry --resume starts there)\n' in shown
+    as_json = json.loads(_ok(database, "jobs", "show", id, "--json"))
+    assert as_json["progress"] == {"done": 12, "total": 20, "note": "page 3"}
+    assert (as_json["metadata"], as_json["checkpoint"]) == ({"rows": 1200}, {"steps": 12})
+
+
 def test_jobs_retry_all_puts_every_one_back(database: Database) -> None:
     for _ in range(3):
         _failed_job(database.memory)
     assert _ok(database, "jobs", "retry", "all") == (
-        "3 jobs back to run, as the app's queue finds it.\n"
+        "3 jobs back to run, from scratch, as the app's queue finds it.\n"
     )
     assert _ok(database, "jobs", "retry", "all") == "No job to run again: none failed for good.\n"
 
@@ -315,7 +358,7 @@ def test_jobs_retry_runs_a_cancelled_job_by_its_id_and_retry_all_only_failed_one
     cancelled = _waiting_job(store)
     assert store.cancel(cancelled, datetime.now(UTC)) == "cancelled"
     assert _ok(database, "jobs", "retry", "all") == (
-        "1 job back to run, as the app's queue finds it.\n"
+        "1 job back to run, from scratch, as the app's queue finds it.\n"
     )
     assert [j.id for j in store.cancelled()] == [cancelled], "all: the failed ones only"
     _ok(database, "jobs", "retry", cancelled)

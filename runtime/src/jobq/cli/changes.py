@@ -10,7 +10,7 @@ import typer
 from jobq.cli.errors import lacks
 from jobq.cli.text import count, is_id, quoted, shown, span, until
 from jobq.cli.value import NotAValue, read
-from jobq.store import CancelStore, FailedStore, PauseStore, ResultStore
+from jobq.store import CancelStore, FailedStore, PauseStore, ProgressStore, ResultStore
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -59,18 +59,36 @@ def add(cli: typer.Typer, program: Program) -> None:
         typer.echo(f"Pushed {kind} job {job}.")
 
     @cli.command()
-    def retry(which: Annotated[str, typer.Argument(help="A job's ID, or all.")]) -> None:
+    def retry(
+        which: Annotated[str, typer.Argument(help="A job's ID, or all.")],
+        resume: Annotated[
+            bool,
+            typer.Option(
+                "--resume",
+                help="From the job's last checkpoint (jobq.checkpoint, jobq.steps), not from "
+                "scratch.",
+            ),
+        ] = False,
+    ) -> None:
         """Run a job that failed for good or was cancelled again, from its first attempt, now;
-        all: every job that failed for good (a cancelled one only by its ID)."""
+        all: every job that failed for good (a cancelled one only by its ID).
+
+        From scratch: its checkpoint and progress are cleared (its metadata is kept);
+        with --resume, its next attempt starts where the last one got."""
         if which != "all" and not is_id(which):
             program.exit(f"{quoted(which)} is not a job's ID: give the ID {jobs} shows, or all")
         with program.opened() as app:
             store = app.queue.store
             if not isinstance(store, FailedStore):
                 lacks("FailedStore", "run a job again")
+            again_one = store.run_again
+            if resume:
+                if not isinstance(store, ProgressStore):
+                    lacks("ProgressStore", "run a job again from its checkpoint")
+                again_one = store.run_again_from_checkpoint
             now = datetime.now(UTC)
             ids = [job.id for job in store.failed()] if which == "all" else [which]
-            again = sum(store.run_again(id, now) for id in ids)
+            again = sum(again_one(id, now) for id in ids)
         if which != "all" and not again:
             program.exit(
                 f"no job {shown(which)} failed for good or was cancelled: {jobs} and "
@@ -79,7 +97,8 @@ def add(cli: typer.Typer, program: Program) -> None:
         if not again:
             typer.echo("No job to run again: none failed for good.")
             return
-        typer.echo(f"{count(again)} back to run, as the app's queue finds it.")
+        start = "from its last checkpoint" if resume else "from scratch"
+        typer.echo(f"{count(again)} back to run, {start}, as the app's queue finds it.")
 
     @cli.command()
     def cancel(

@@ -58,4 +58,8 @@ def job_fields(job: Job) -> dict[str, Any]:
         "key": job.key or None,
         "request_id": (job.carried or {}).get("request_id"),
         "unreadable": job.unreadable or None,
+        # A long job's (jobq.progress, jobq.meta, jobq.checkpoint): null for none.
+        "progress": json_or_text(job.progress),
+        "metadata": json_or_text(job.metadata),
+        "checkpoint": json_or_text(job.checkpoint),
     }

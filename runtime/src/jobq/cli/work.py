@@ -4,6 +4,7 @@ no web server, in one process or in several under a supervisor."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 from typing import TYPE_CHECKING, Annotated
@@ -12,7 +13,9 @@ import typer
 
 from jobq.cli.text import quoted
 from jobq.errors import ConfigError
+from jobq.presence import Presence
 from jobq.probe import address
+from jobq.store import ProcessStore
 from jobq.supervisor import MOST, processes_from, supervise
 from jobq.worker import work as work_until_stopped
 
@@ -101,9 +104,18 @@ def add(cli: typer.Typer, program: Program) -> None:
             app.check()
             if how_many == 1:
                 _work(program, app, only, probe_at)
-        if how_many > 1:
-            # Its connections closed above: a supervisor holds no job and no connection.
-            raise typer.Exit(supervise(_again(), how_many))
+                return
+            # The supervisor runs no job: its one connection keeps it on the list of
+            # processes, beating from a thread, where the store keeps one.
+            store, queue = app.queue.store, app.queue
+            listed = (
+                Presence(store, poll=queue.poll, hold=queue.hold, kinds=tuple(only or ()) or None)
+                if isinstance(store, ProcessStore)
+                else contextlib.nullcontext()
+            )
+            with listed:
+                status = supervise(_again(), how_many)
+        raise typer.Exit(status)
 
 
 def _kinds(program: Program, app: App, kinds: str) -> list[str] | None:
