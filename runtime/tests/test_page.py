@@ -830,3 +830,31 @@ def test_a_process_shows_its_text_as_text(jobs: Jobs, page: TestClient) -> None:
     assert MARKUP not in html
     assert "\u202e" not in html
     assert "&lt;script&gt;alert(&#39;pwned&#39;)&lt;/script&gt;\\u202e" in html
+
+
+def test_a_long_jobs_progress_shows_as_a_bar_and_its_metadata_and_checkpoint_escaped(
+    jobs: Jobs, page: TestClient
+) -> None:
+    id = _running(jobs, "web-1:4242:aa", 1)
+    now = datetime.now(UTC)
+    claimed = jobs.store.status(id, now)
+    assert claimed is not None
+    assert claimed.job is not None
+    note = json.dumps(MARKUP)
+    written = jobs.store.record(
+        claimed.job,
+        f'{{"done": 12, "total": 20, "note": {note}}}',
+        json.dumps({"rows": MARKUP}),
+        '{"steps": 12}',
+    )
+    assert written
+    listed = page.get("/jobs/list/running").text
+    row = listed.split(f'id="job-{id}"')[1].split("</tr>")[0]
+    assert '<progress max="100" value="60.0">60%</progress>' in row
+    assert "12 of 20 (60%), &lt;script&gt;" in row
+    shown = page.get(f"/jobs/job/{id}").text
+    assert '<progress max="100" value="60.0">60%</progress>' in shown
+    assert "<h3>Metadata</h3>" in shown
+    assert "&lt;script&gt;alert" in shown.split("<h3>Metadata</h3>")[1]
+    assert MARKUP not in shown
+    assert "&#34;steps&#34;: 12" in shown.split("<h3>Checkpoint</h3>")[1]

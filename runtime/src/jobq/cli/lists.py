@@ -13,7 +13,7 @@ from jobq.cli.dump import dump, job_fields, json_or_text
 from jobq.cli.errors import lacks
 from jobq.cli.text import at, count, is_id, kept, quoted, shown, until
 from jobq.listing import LISTS, MOST, Place, place_of
-from jobq.shown import visible
+from jobq.shown import progress, visible
 from jobq.store import BrowseStore, CancelStore, FailedStore, PauseStore
 
 if TYPE_CHECKING:
@@ -262,26 +262,11 @@ def _show(id: str, status: Status, job: Job) -> None:
     if job.result is not None:
         typer.echo(f"  result: {visible(job.result)}")
     if job.progress is not None:
-        typer.echo(f"  progress: {progress_of(job.progress)}")
+        typer.echo(f"  progress: {progress(job.progress)[0]}")
     if job.metadata is not None:
         typer.echo(f"  metadata: {visible(job.metadata)}")
     if job.checkpoint is not None:
         typer.echo(f"  checkpoint: {visible(job.checkpoint)} (jobs retry --resume starts there)")
-
-
-def progress_of(text: str) -> str:
-    """A job's progress in words: "12 of 20 (60%), page 3", or its text when it is no progress."""
-    try:
-        said = json.loads(text)
-        done, total, note = said["done"], said.get("total"), said.get("note")
-    except (ValueError, TypeError, KeyError):
-        return visible(text)
-    words = f"{done:g}" if isinstance(done, int | float) else visible(str(done))
-    if isinstance(total, int | float) and total > 0 and isinstance(done, int | float):
-        words += f" of {total:g} ({100 * done / total:.0f}%)"
-    if isinstance(note, str) and note:
-        words += f", {visible(note)}"
-    return words
 
 
 def unreadable(job: Job) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import jobq
-from jobq.shown import visible
+from jobq.shown import progress, visible
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -32,6 +32,8 @@ class Listed:
     said: str  # its state in words: "due since ...", "running on web-1 since ..."
     at: datetime | None  # the time the list orders it by
     error: str  # the first line of its last error
+    progress: str = ""  # a long job's (jobq.progress) in words: "" for none
+    share: float | None = None  # of it done, 0 to 1, for its bar: None for none or no total
 
     @classmethod
     def of(cls, status: jobq.Status, now: datetime) -> Listed:
@@ -45,7 +47,11 @@ class Listed:
         else:
             said, at = f"{status.state} at", job.failed_at
         error = visible(job.error or "", lines=True).split("\n")[0]
-        return cls(job.id, visible(job.kind), visible(job.payload), job.attempts, said, at, error)
+        words, share = ("", None) if job.progress is None else progress(job.progress)
+        return cls(
+            job.id, visible(job.kind), visible(job.payload), job.attempts, said, at, error,
+            words, share,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, order=True)
@@ -133,9 +139,14 @@ class Shown:
     claimed_by: str
     result: str | None  # a done job's kept result, as JSON: None for none
     unreadable: str  # why its row could not be read whole (a hand's edit): "" when it could
+    progress: str  # a long job's (jobq.progress) in words: "" for none
+    share: float | None  # of it done, 0 to 1, for its bar: None for none or no total
+    metadata: str | None  # jobq.meta's values, as JSON: None for none
+    checkpoint: str | None  # where its next attempt resumes, as JSON: None for none
 
     @classmethod
     def of(cls, job: jobq.Job) -> Shown:
+        words, share = ("", None) if job.progress is None else progress(job.progress)
         carried = {visible(k): visible(v) for k, v in (job.carried or {}).items()}
         return cls(
             id=job.id,
@@ -153,6 +164,10 @@ class Shown:
             claimed_by=visible(job.claimed_by or ""),
             result=job.result,
             unreadable=visible(job.unreadable),
+            progress=words,
+            share=share,
+            metadata=job.metadata,
+            checkpoint=job.checkpoint,
         )
 
     @property
@@ -163,6 +178,14 @@ class Shown:
     @property
     def pretty_value(self) -> str:
         return _pretty(self.value)
+
+    @property
+    def pretty_metadata(self) -> str:
+        return "" if self.metadata is None else _pretty(self.metadata)
+
+    @property
+    def pretty_checkpoint(self) -> str:
+        return "" if self.checkpoint is None else _pretty(self.checkpoint)
 
     @property
     def pretty_result(self) -> str:
