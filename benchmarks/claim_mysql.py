@@ -29,6 +29,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from jobq import Job
+from jobq.sql import rows
+from jobq.sql.mysql import claims
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -44,7 +46,7 @@ my = sources.store("mysql")
 
 def fill(engine: sa.Engine, n: int, due: bool) -> None:
     """``n`` jobs behind the timed ones: all due (after them), or none a claim at NOW may take."""
-    now = my.rows.ms(NOW)
+    now = rows.ms(NOW)
     with engine.begin() as conn:
         conn.exec_driver_sql("DELETE FROM jobs")
         # A thousand numbers, crossed with themselves: up to a million rows in one statement.
@@ -76,8 +78,8 @@ def purged(engine: sa.Engine, timeout: float = 120.0) -> None:
 
 
 def plan(engine: sa.Engine) -> list[dict[str, Any]]:
-    sql = str(my.rows.clause(my.SQL().claim(0, 0, None)).compile(dialect=engine.dialect))
-    for name, value in (("now", my.rows.ms(NOW)), ("most", 10)):
+    sql = str(rows.clause(claims(my.SQL()).due(0, 0, None)).compile(dialect=engine.dialect))
+    for name, value in (("now", rows.ms(NOW)), ("most", 10)):
         sql = sql.replace(f"%({name})s", str(value))
     with engine.connect() as conn:
         return [dict(r) for r in conn.exec_driver_sql("EXPLAIN " + sql).mappings()]
@@ -96,7 +98,7 @@ def raw_push(url: sa.URL, n: int) -> float:
     for i in range(n):
         cur.execute(
             "INSERT INTO jobs (kind, payload, run_at) VALUES (%s, %s, %s)",
-            ("raw", f'{{"user":{i}}}', my.rows.ms(NOW)),
+            ("raw", f'{{"user":{i}}}', rows.ms(NOW)),
         )
         conn.commit()
     rate = n / (time.perf_counter() - started)
@@ -119,10 +121,10 @@ def raw_cycle(url: sa.URL, n: int) -> float:
     for i in range(n):
         cur.execute(
             "INSERT INTO jobs (kind, payload, run_at) VALUES (%s, %s, %s)",
-            ("raw", f'{{"user":{i}}}', my.rows.ms(NOW)),
+            ("raw", f'{{"user":{i}}}', rows.ms(NOW)),
         )
     conn.commit()
-    now, until = my.rows.ms(NOW), my.rows.ms(NOW + HOLD)
+    now, until = rows.ms(NOW), rows.ms(NOW + HOLD)
     started = time.perf_counter()
     ran = 0
     while True:

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from jobq import Job
+from jobq.sql import rows
+from jobq.sql.postgres import claims
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -40,7 +42,7 @@ pg = sources.store("postgres")
 
 def fill(engine: sa.Engine, n: int, due: bool) -> None:
     """``n`` jobs behind the timed ones: all due (after them), or none a claim at NOW may take."""
-    now = pg.rows.ms(NOW)
+    now = rows.ms(NOW)
     with engine.begin() as conn:
         conn.exec_driver_sql("DELETE FROM jobs")
         if due:
@@ -61,8 +63,8 @@ def fill(engine: sa.Engine, n: int, due: bool) -> None:
 
 
 def plan(engine: sa.Engine) -> str:
-    sql = str(pg.rows.clause(pg.SQL().claim(False)).compile(dialect=engine.dialect))
-    given = {"now": pg.rows.ms(NOW), "until": pg.rows.ms(NOW + HOLD), "most": 10}
+    sql = str(rows.clause(claims(pg.SQL()).free(False)).compile(dialect=engine.dialect))
+    given = {"now": rows.ms(NOW), "until": rows.ms(NOW + HOLD), "most": 10}
     for name, value in {**given, "kinds": "NULL", "by": "NULL"}.items():
         sql = sql.replace(f"%({name})s", str(value))
     with engine.connect() as conn:

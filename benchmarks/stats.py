@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 
 import sqlalchemy as sa
+from jobq.sql import rows
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -68,7 +69,7 @@ def _fill(db: str, module: ModuleType, engine: sa.Engine, n: int) -> float:
             else _ROW
         )
         fill = numbered(db, _COLUMNS, row, "n")
-        conn.execute(sa.text(fill), {"n": n, "now": module.rows.ms(NOW)})
+        conn.execute(sa.text(fill), {"n": n, "now": rows.ms(NOW)})
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         for statement in _SETTLE[db]:
             conn.exec_driver_sql(statement)
@@ -83,7 +84,7 @@ def _fill(db: str, module: ModuleType, engine: sa.Engine, n: int) -> float:
 
 def _plan(db: str, module: ModuleType, engine: sa.Engine) -> str:
     with engine.connect() as conn:
-        found = conn.execute(sa.text(_EXPLAIN[db] + module.SQL.stats), {"now": module.rows.ms(NOW)})
+        found = conn.execute(sa.text(_EXPLAIN[db] + module.SQL.stats), {"now": rows.ms(NOW)})
         return "\n".join("    " + " | ".join(str(c) for c in row) for row in found)
 
 

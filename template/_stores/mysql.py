@@ -1,19 +1,17 @@
 """The app's jobs table on MySQL or MariaDB: its schema and its statements, which jobq runs.
 
 ``Jobs(engine)`` is the queue's Store; ``jobs.bind(connection)`` writes through
-a transaction the app holds open. Make the engine with ``make_engine`` (a
-``mysql+pymysql://`` URL). Times are Unix milliseconds; an ID is the ``str`` of
-the AUTO_INCREMENT key. Needs MySQL 8.0.14+ or MariaDB 10.8+ (SKIP LOCKED,
-window functions, JSON_TABLE). How claims keep the limits at READ COMMITTED,
-with lock rows: docs/store.md, "One writer, or many". ``SQL`` names each
-statement as ``jobq.sql.mysql.SQL`` says; to write one your own way, override it
-there, and the conformance suite (tests/test_jobs_db.py) tells you whether it
-still keeps its promises.
+a transaction the app holds open; ``make_engine`` takes a ``mysql+pymysql://``
+URL. Needs MySQL 8.0.14+ or MariaDB 10.8+ (SKIP LOCKED, window functions,
+JSON_TABLE). ``SQL`` names each statement as ``jobq.sql.mysql.SQL`` says: override
+one to write it your own way, and the conformance suite (tests/test_jobs_db.py)
+tells you whether it keeps its promises. How claims keep the limits at READ
+COMMITTED, with lock rows: docs/store.md, "One writer, or many".
 """
 
 from __future__ import annotations
 
-from jobq.sql import listing, mysql, rows
+from jobq.sql import mysql
 from jobq.sql.mysql import make_engine
 
 __all__ = ["SCHEMA", "SQL", "Jobs", "make_engine"]
@@ -108,72 +106,53 @@ SCHEMA = (
     " ADD COLUMN checkpoint LONGTEXT",
 )
 
-# No partial indexes: jobs_due leads with failed_at, so the claim reads its NULL
-# end (in claim order) and the failed list and the prune the other. jobs_held
-# leads with held_until, so a kind's or key's held jobs are counted from the few
-# held entries; led by the kind, it would read every waiting job of the kind.
-# The claim reads jobs_due in claim order and locks what it returns, skipping
-# what other claims locked. FORCE INDEX: whatever the optimizer guesses, or it
-# would sort, and lock, far more than it takes. Held-back kinds and full limits
-# are counts in subqueries, not NOT EXISTS, which MySQL makes a join whose rows
-# it locks (the claims beside it would find them all locked); a subquery's rows
-# are read, never locked. What a limit holds is a hint here (see rank).
-_CLAIM = """
-    SELECT {columns} FROM jobs AS due FORCE INDEX (jobs_due)
-    WHERE due.failed_at IS NULL AND due.run_at <= :now AND due.held_until <= :now
-    AND 0 = (
-        SELECT COUNT(*) FROM held_kinds AS held
-        WHERE held.kind = due.kind AND held.held_until > :now
-    )
-    AND (due.at_once IS NULL OR due.at_once > (
-        SELECT COUNT(*) FROM jobs AS running FORCE INDEX (jobs_held)
-        WHERE running.held_until > :now AND running.kind = due.kind
-    ))
-    AND (due.alone_key IS NULL OR 0 = (
-        SELECT COUNT(*) FROM jobs AS mate FORCE INDEX (jobs_held)
-        WHERE mate.held_until > :now AND mate.kind = due.kind AND mate.alone_key = due.alone_key
-    )){kinds}{passed_over}
-    ORDER BY due.priority DESC, due.run_at, due.id LIMIT :most
-    FOR UPDATE SKIP LOCKED
-    """
-
-# Each retry and fail has values of its own: a JSON array of them, as a table.
-_SETTLES = """
-    JSON_TABLE(:settles, '$[*]' COLUMNS (
-        id BIGINT PATH '$.id', attempts INT PATH '$.attempts',
-        at_ms BIGINT PATH '$.at', error LONGTEXT PATH '$.error'
-    )) AS settle
-    """
+# No partial indexes: jobs_due leads with failed_at, so the claim reads its NULL end
+# (in claim order) and the failed list and the prune the other. jobs_held leads with
+# held_until, so a kind's or key's held jobs are counted from the few held entries.
+# A job's own statements read it by PRIMARY, forced: left to choose, on a busy table's
+# statistics, MariaDB read one through jobs_due or jobs_held, locking that index's
+# entries in its order, and deadlocked with a settle that locks by key.
 
 
 class SQL(mysql.SQL):
     """The jobs table's statements on MySQL and MariaDB, as jobq.sql.mysql.SQL names them."""
 
-    def claim(self, keys: int, kinds: int, only: int | None) -> str:
-        """_CLAIM passing over ``keys`` (kind, key) pairs' and ``kinds`` kinds' limited jobs,
-        taking ``only`` kinds (None: any; a job of another kind is passed over, unlocked)."""
-        allowed = (
-            ""
-            if only is None
-            else "\n    AND due.kind IN (" + ", ".join(f":ok{i}" for i in range(only)) + ")"
+    # The claim reads jobs_due in claim order (FORCE INDEX: whatever the optimizer
+    # guesses, or it would sort, and lock, far more than it takes) and locks what it
+    # returns, skipping what other claims locked; {kinds} is which kinds it takes and
+    # passes over (the kit writes them). Held-back kinds and full limits are counts in
+    # subqueries, not NOT EXISTS, which MySQL makes a join whose rows it locks; a
+    # subquery's rows are read, never locked. What a limit holds is a hint here (see rank).
+    claim = """
+        SELECT id, kind, payload, run_at, attempts, error, failed_at, unique_key, alone_key,
+            at_once, carried, priority, claimed_by, max_attempts, snoozes, ended, cancel_asked,
+            expires_at, progress, metadata, checkpoint
+        FROM jobs AS due FORCE INDEX (jobs_due)
+        WHERE due.failed_at IS NULL AND due.run_at <= :now AND due.held_until <= :now
+        AND 0 = (
+            SELECT COUNT(*) FROM held_kinds AS held
+            WHERE held.kind = due.kind AND held.held_until > :now
         )
-        passed_over = "".join(
-            f"\n    AND NOT (due.kind = :pk{i} AND due.alone_key = :pa{i})" for i in range(keys)
-        ) + "".join(
-            f"\n    AND NOT (due.kind = :ck{i} AND due.at_once IS NOT NULL)" for i in range(kinds)
-        )
-        return _CLAIM.format(columns=rows.JOB_COLUMNS, kinds=allowed, passed_over=passed_over)
+        AND (due.at_once IS NULL OR due.at_once > (
+            SELECT COUNT(*) FROM jobs AS running FORCE INDEX (jobs_held)
+            WHERE running.held_until > :now AND running.kind = due.kind
+        ))
+        AND (due.alone_key IS NULL OR 0 = (
+            SELECT COUNT(*) FROM jobs AS mate FORCE INDEX (jobs_held)
+            WHERE mate.held_until > :now AND mate.kind = due.kind AND mate.alone_key = due.alone_key
+        )){kinds}
+        ORDER BY due.priority DESC, due.run_at, due.id LIMIT :most
+        FOR UPDATE SKIP LOCKED
+        """
 
-    # A claim that found limited jobs takes the lock rows of their kinds (key '')
-    # and keys in one statement, in one order, so two claims never wait in a circle.
-    # The upsert locks for writing at once, made or found: an insert, then a lock,
-    # would lock for reading first, which two claims could both hold, each waiting.
-    def locks(self, n: int) -> str:
-        values = ", ".join(f"(:lk{i}, :la{i})" for i in range(n))
-        return (
-            f"INSERT INTO job_locks (kind, alone_key) VALUES {values} "
-            "ON DUPLICATE KEY UPDATE kind = kind"
-        )
+    # A claim that found limited jobs takes the lock rows of their kinds (key '') and
+    # keys in one statement, in one order, so two claims never wait in a circle. The
+    # upsert locks for writing at once, made or found: an insert, then a lock, would
+    # lock for reading first, which two claims could both hold, each waiting.
+    locks = """
+        INSERT INTO job_locks (kind, alone_key) VALUES {values}
+        ON DUPLICATE KEY UPDATE kind = kind
+        """
 
     # Holding the lock rows, it counts again, now seeing every claim that held them
     # before, and ranks its own jobs: at most one of a key (key_ok), and of an at
@@ -225,65 +204,35 @@ class SQL(mysql.SQL):
         )
         """
 
-    # Read by a unique push the unique index turned away (1062), which then holds a
-    # lock for reading on the waiting job's key, so a claim can't take it meanwhile.
-    waiting = "SELECT id, run_at FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
-
-    # A push of many, up to rows.BATCH, as one multi-row INSERT. One INSERT's IDs
-    # need not be consecutive: its last row carries :mark as its key until the kit
-    # (jobq.sql.mysql.insert_many) has read its ID back, and with the first, told
-    # each row's. (A unique kind's pushes read theirs back, one at a time.) The
-    # columns in ``varying`` have a parameter a row; the rest one for all.
-    def push_many(self, n: int, varying: tuple[str, ...]) -> str:
-        names = rows.MANY_COLUMNS.split(", ")
-        values = ", ".join(
-            "("
-            + ", ".join(f":{name}{i}" if name in varying else f":{name}" for name in names)
-            + (", :mark)" if i == n - 1 else ", NULL)")
-            for i in range(n)
-        )
-        return f"INSERT INTO jobs ({rows.MANY_COLUMNS}, unique_key) VALUES {values}"
-
-    # The marked row's ID, by the key's index, and the step between the IDs of the
-    # session's INSERTs; then the mark cleared, before the transaction ends.
-    marked = """
-        SELECT id, @@auto_increment_increment FROM jobs WHERE kind = :kind AND unique_key = :mark
-        """
-
-    unmark = "UPDATE jobs SET unique_key = NULL WHERE id = :id"
-
     # A latest push moves the waiting job by ID, locking its row before its key's
     # entry, as a claim does: an upsert, the other way round, could wait for a claim
     # of the job that waits for it. It matches nothing once a claim took the job.
     move = "UPDATE jobs SET run_at = :run_at WHERE id = :id AND unique_key = :unique_key"
 
-    # A batch's settles (jobq.sql.mysql.settle runs them), fenced by attempts: once
-    # a later claim took the job, a late answer changes nothing; by the hold: a job
-    # a hold-back put back has its attempts as the claim before, but held_until 0;
-    # and by a cancel asked: an accepted cancel wins, and the queue ends the job
-    # cancelled (the renewal is not fenced so: its handler still runs).
-    #
-    # A held job is read by its key, FORCE INDEX (PRIMARY), one or a batch: left to
-    # choose, on the statistics of a busy table the server read a job through
-    # jobs_due (by failed_at IS NULL) or jobs_held, locking that index's entries on
-    # its way, in its order, and deadlocked with a settle that locks by key. (A
-    # DELETE takes an index hint only in its many-table form.)
-    settle_done = (
-        "DELETE jobs FROM jobs FORCE INDEX (PRIMARY) "
-        "WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0"
-        " AND cancel_asked IS NULL"
-    )
+    # Fenced by attempts and the hold, and a settle by no cancel asked: an accepted
+    # cancel wins (the renewal's handler still runs). A DELETE takes an index hint
+    # only in its many-table form.
+    settle_done = """
+        DELETE jobs FROM jobs FORCE INDEX (PRIMARY)
+        WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0
+          AND cancel_asked IS NULL
+        """
 
-    settle_retry = f"""
-        UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
-            ON jobs.id = settle.id AND jobs.attempts = settle.attempts
+    # Each retry and fail has values of its own: a JSON array of them, as a table.
+    settle_retry = """
+        UPDATE jobs FORCE INDEX (PRIMARY) JOIN JSON_TABLE(:settles, '$[*]' COLUMNS (
+                id BIGINT PATH '$.id', attempts INT PATH '$.attempts',
+                at_ms BIGINT PATH '$.at', error LONGTEXT PATH '$.error'
+            )) AS settle ON jobs.id = settle.id AND jobs.attempts = settle.attempts
         SET jobs.run_at = settle.at_ms, jobs.held_until = 0, jobs.error = settle.error
         WHERE jobs.failed_at IS NULL AND jobs.held_until > 0 AND jobs.cancel_asked IS NULL
         """
 
-    settle_fail = f"""
-        UPDATE jobs FORCE INDEX (PRIMARY) JOIN {_SETTLES}
-            ON jobs.id = settle.id AND jobs.attempts = settle.attempts
+    settle_fail = """
+        UPDATE jobs FORCE INDEX (PRIMARY) JOIN JSON_TABLE(:settles, '$[*]' COLUMNS (
+                id BIGINT PATH '$.id', attempts INT PATH '$.attempts',
+                at_ms BIGINT PATH '$.at', error LONGTEXT PATH '$.error'
+            )) AS settle ON jobs.id = settle.id AND jobs.attempts = settle.attempts
         SET jobs.failed_at = settle.at_ms, jobs.ended = 'failed', jobs.held_until = 0,
             jobs.error = settle.error
         WHERE jobs.failed_at IS NULL AND jobs.held_until > 0 AND jobs.cancel_asked IS NULL
@@ -303,8 +252,8 @@ class SQL(mysql.SQL):
         WHERE id IN :ids AND (id, attempts) IN :fences AND held_until = 0 AND failed_at IS NOT NULL
         """
 
-    # Only jobs their claims still hold, by key as the settles; then which it
-    # renewed, read back, as there is no RETURNING.
+    # Only jobs their claims still hold, by key as the settles; then which it renewed,
+    # read back, as there is no RETURNING.
     renew = """
         UPDATE jobs FORCE INDEX (PRIMARY) SET held_until = :until
         WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0
@@ -323,9 +272,8 @@ class SQL(mysql.SQL):
         ON DUPLICATE KEY UPDATE held_until = GREATEST(held_until, :until)
         """
 
-    # The job as its claim found it (or, a snooze, due at :run_at with one more
-    # snooze), with its key, which the unique index turns away (1062) when a job
-    # pushed as it ran has it: then it goes back without.
+    # Its key back unless the unique index turns it away (1062), as a job pushed as it
+    # ran has it: then it goes back without.
     put_back = """
         UPDATE jobs FORCE INDEX (PRIMARY)
         SET attempts = attempts - 1, held_until = 0, unique_key = :unique_key,
@@ -340,8 +288,6 @@ class SQL(mysql.SQL):
             paused = 1
         """
 
-    resume = "UPDATE held_kinds SET held_until = 0, paused = 0 WHERE kind = :kind AND paused"
-
     beat = """
         INSERT INTO job_processes (id, host, pid, role, kinds, workers, started_at, beat_at)
         VALUES (:id, :host, :pid, :role, :kinds, :workers, :started_at, :beat_at)
@@ -350,11 +296,9 @@ class SQL(mysql.SQL):
             beat_at = VALUES(beat_at)
         """
 
-    # Each kind's jobs by state at :now: one scan, grouped by kind and by each job's
-    # state (0 due, 1 later, 2 running, 3 failed, 4 cancelled, 5 done; an ended job's
-    # held_until is 0),
-    # worked out once a row (a third of the time of conditional sums by kind), then
-    # a row a kind.
+    # One scan, grouped by kind and each job's state (0 due, 1 later, 2 running, 3
+    # failed, 4 cancelled, 5 done), worked out once a row: a third of the time of
+    # conditional sums by kind.
     stats = """
         SELECT kind, SUM(IF(state = 0, n, 0)), SUM(IF(state = 1, n, 0)), SUM(IF(state = 2, n, 0)),
             SUM(IF(state = 3, n, 0)), MIN(IF(state = 0, oldest, NULL)), SUM(IF(state = 4, n, 0)),
@@ -370,10 +314,8 @@ class SQL(mysql.SQL):
         ) AS counted GROUP BY kind
         """
 
-    # A cancel locks the job's row (by PRIMARY, as every single job's statement
-    # reads: see settle_done), then asks a job a claim holds at :now to stop, its first ask
-    # kept, or ends any other, its key let go. With no UPDATE ... RETURNING, the
-    # locking read says which, and that no claim can come between.
+    # With no UPDATE ... RETURNING, a locking read of the job says whether a claim
+    # holds it, and that no claim can come between; then it asks, or it ends.
     cancelling = """
         SELECT held_until > :now FROM jobs FORCE INDEX (PRIMARY)
         WHERE id = :id AND failed_at IS NULL FOR UPDATE
@@ -390,9 +332,6 @@ class SQL(mysql.SQL):
         WHERE id = :id
         """
 
-    # A claimed job ended as the queue says: fenced by its claim as settle_fail is, and a
-    # done one by a cancel asked too, read by PRIMARY as it is; its last error kept
-    # unless another is given; a done one with its result, until its expires_at.
     end = """
         UPDATE jobs FORCE INDEX (PRIMARY) SET failed_at = :failed_at, ended = :ended,
             held_until = 0, error = coalesce(:error, error), attempts = attempts - :unrun,
@@ -401,10 +340,8 @@ class SQL(mysql.SQL):
           AND (:ended <> 'done' OR cancel_asked IS NULL)
         """
 
-    # The jobs that waited past their expires_at, before any attempt began, end
-    # "expired" then, their keys let go. Found first by jobs_expires (0005_jobs), a read
-    # that locks nothing; then written by PRIMARY, in ID order, as claims lock rows, and
-    # only while each still waits unstarted.
+    # Found first by jobs_expires, a read that locks nothing; then written by PRIMARY,
+    # in ID order, as claims lock rows, only while each still waits unstarted.
     expired = """
         SELECT id FROM jobs FORCE INDEX (jobs_expires)
         WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
@@ -419,38 +356,9 @@ class SQL(mysql.SQL):
           AND attempts = 0 AND snoozes = 0
         """
 
-    asked = """
-        SELECT id FROM jobs WHERE id IN :ids AND failed_at IS NULL AND cancel_asked IS NOT NULL
-        """
-
-    # A done job kept with its result is not discarded: the prune deletes it in its time.
-    discard_all = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
-
-    discard = f"{discard_all} AND id IN :ids"
-
-    # A job waiting for a later time, due now (BrowseStore.run_now).
-    run_now = f"UPDATE jobs SET run_at = :now WHERE id IN :ids AND {listing.LATER}"
-
-    # The ended jobs; a done one kept with its result once past its expires_at.
-    prune = """
-        DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
-            THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
-        """
-
-    # And the kinds whose hold or pause has ended, and the lock rows of keys no job has.
-    prune_kinds = "DELETE FROM held_kinds WHERE held_until < :now"
-
-    prune_locks = """
-        DELETE FROM job_locks WHERE alone_key <> '' AND NOT EXISTS (
-            SELECT 1 FROM jobs
-            WHERE jobs.kind = job_locks.kind AND jobs.alone_key = job_locks.alone_key
-        )
-        """
-
     # Runs only move forward, in steps whose counts mean the same whether the
-    # connection counts matched rows or changed ones (an upsert's count is 1 both
-    # for a row made and one left as it was). The first moves the run, locking its
-    # row: a push of the same run waits, then matches nothing.
+    # connection counts matched rows or changed ones. The first moves the run, locking
+    # its row: a push of the same run waits, then matches nothing.
     move_run = "UPDATE schedules SET run_at = :run_at WHERE name = :name AND run_at < :run_at"
 
     # The second makes the row if there is none. Of two first runs at once, the
@@ -468,7 +376,6 @@ class SQL(mysql.SQL):
 
 
 class Jobs(mysql.Table):
-    """The jobs table: jobq's Store with every extra but NotifyStore. ``Jobs(engine)`` runs
-    each operation as a transaction of its own; ``jobs.bind(connection)`` in the app's."""
+    """The jobs table: jobq's Store with every extra but NotifyStore."""
 
     sql = SQL()

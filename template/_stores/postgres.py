@@ -1,20 +1,16 @@
 """The app's jobs table on PostgreSQL: its schema and its statements, which jobq runs.
 
 ``Jobs(engine)`` is the queue's Store, with every extra; ``jobs.bind(connection)``
-writes through a transaction the app holds open. Make the engine with
-``make_engine`` (a ``postgresql+psycopg://`` URL). Times are Unix milliseconds;
-an ID is the ``str`` of the bigint identity. Each operation is one statement in
-autocommit, all or nothing, but the claim of limited jobs, a short transaction
-that takes lock rows first (docs/store.md, "One writer, or many"). Every push
-sends ``NOTIFY jobq`` in its statement, delivered as it commits. ``SQL`` names
-each statement as ``jobq.sql.postgres.SQL`` says; to write one your own way,
-override it there, and the conformance suite (tests/test_jobs_db.py) tells you
-whether it still keeps its promises.
+writes through a transaction the app holds open; ``make_engine`` takes a
+``postgresql+psycopg://`` URL. ``SQL`` names each statement as
+``jobq.sql.postgres.SQL`` says: override one to write it your own way, and the
+conformance suite (tests/test_jobs_db.py) tells you whether it keeps its promises.
+Why the statements read as they do: docs/store.md, "The claim".
 """
 
 from __future__ import annotations
 
-from jobq.sql import listing, postgres, rows
+from jobq.sql import postgres
 from jobq.sql.postgres import make_engine
 
 __all__ = ["SCHEMA", "SQL", "Jobs", "make_engine"]
@@ -49,58 +45,38 @@ SCHEMA = (
         result       text
     )
     """,
-    # The claim's index, in claim order, of the jobs that may run only.
     "CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id) WHERE failed_at IS NULL",
-    # The same for limited jobs: a claim asks it whether any is due without
-    # reading past the many jobs that have no limit.
     """
     CREATE INDEX jobs_limited ON jobs (priority DESC, run_at, id)
     WHERE failed_at IS NULL AND (alone_key IS NOT NULL OR at_once IS NOT NULL)
     """,
     "CREATE INDEX jobs_failed ON jobs (failed_at) WHERE failed_at IS NOT NULL",
-    # Of pushes of one key at once, the index lets one in (NULLs never meet).
     "CREATE UNIQUE INDEX jobs_unique ON jobs (kind, unique_key) WHERE unique_key IS NOT NULL",
     "CREATE INDEX jobs_alone ON jobs (kind, alone_key) WHERE alone_key IS NOT NULL",
-    # What a kind holds now is a few entries of this index, never the table.
     "CREATE INDEX jobs_held ON jobs (kind, held_until)",
-    # 0005_jobs: the jobs that may still expire, by when.
+    # 0005_jobs, 0006_jobs: the expiry's, and the lists' (BrowseStore.browse).
     "CREATE INDEX jobs_expires ON jobs (expires_at)"
     " WHERE expires_at IS NOT NULL AND failed_at IS NULL",
-    # 0006_jobs: the lists' (BrowseStore.browse): the jobs that may run, by time; the ended.
     "CREATE INDEX jobs_waiting ON jobs (run_at, id) WHERE failed_at IS NULL",
     "CREATE INDEX jobs_ended ON jobs (ended, failed_at) WHERE failed_at IS NOT NULL",
     "CREATE INDEX jobs_ended_kind ON jobs (kind, ended, failed_at) WHERE failed_at IS NOT NULL",
-    """
-    CREATE TABLE schedules (
-        name   text PRIMARY KEY,
-        run_at bigint NOT NULL
-    )
-    """,
-    # A kind a rate holds back, or an operator paused, until held_until.
+    "CREATE TABLE schedules (name text PRIMARY KEY, run_at bigint NOT NULL)",
     """
     CREATE TABLE held_kinds (
-        kind       text PRIMARY KEY,
-        held_until bigint NOT NULL,
-        paused     boolean NOT NULL DEFAULT false
+        kind text PRIMARY KEY, held_until bigint NOT NULL, paused boolean NOT NULL DEFAULT false
     )
     """,
-    # The rows claims of a limited kind take turns on; the kind's own has key ''.
+    # A kind's own lock row has alone_key '', which no job's key is.
     """
     CREATE TABLE job_locks (
-        kind      text NOT NULL,
-        alone_key text NOT NULL,
-        PRIMARY KEY (kind, alone_key)
+        kind text NOT NULL, alone_key text NOT NULL, PRIMARY KEY (kind, alone_key)
     )
     """,
     # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tally).
     """
     CREATE TABLE job_tallies (
-        written_at bigint NOT NULL,
-        instance   text NOT NULL,
-        kind       text NOT NULL,
-        done       integer NOT NULL,
-        retried    integer NOT NULL,
-        failed     integer NOT NULL
+        written_at bigint NOT NULL, instance text NOT NULL, kind text NOT NULL,
+        done integer NOT NULL, retried integer NOT NULL, failed integer NOT NULL
     )
     """,
     "CREATE INDEX job_tallies_written ON job_tallies (written_at)",
@@ -108,231 +84,98 @@ SCHEMA = (
     # running job's progress, metadata and checkpoint, as JSON.
     """
     CREATE TABLE job_processes (
-        id         text PRIMARY KEY,
-        host       text NOT NULL,
-        pid        integer NOT NULL,
-        role       text NOT NULL,
-        kinds      text,
-        workers    integer NOT NULL,
-        started_at bigint NOT NULL,
-        beat_at    bigint NOT NULL
+        id text PRIMARY KEY, host text NOT NULL, pid integer NOT NULL, role text NOT NULL,
+        kinds text, workers integer NOT NULL, started_at bigint NOT NULL, beat_at bigint NOT NULL
     )
     """,
-    "ALTER TABLE jobs ADD COLUMN progress text",
-    "ALTER TABLE jobs ADD COLUMN metadata text",
-    "ALTER TABLE jobs ADD COLUMN checkpoint text",
+    "ALTER TABLE jobs ADD COLUMN progress text, ADD COLUMN metadata text,"
+    " ADD COLUMN checkpoint text",
 )
-
-_CHANNEL = "jobq"
-
-
-def _due(jobs: str, filtered: bool) -> str:
-    """A due job (of the table named ``jobs`` in the query) of a kind not held back, and of
-    the claimant's kinds :kinds when ``filtered``. The held kinds are an
-    anti-join, not ``kind <> ALL (ARRAY(...))``, an array the planner can't see into,
-    which made it sort every due job for a batch (docs/store.md, "One writer, or many")."""
-    kinds = f"AND {jobs}.kind = ANY (CAST(:kinds AS text[]))" if filtered else ""
-    return f"""
-    failed_at IS NULL AND run_at <= :now AND held_until <= :now {kinds}
-    AND NOT EXISTS (
-        SELECT 1 FROM held_kinds AS held
-        WHERE held.kind = {jobs}.kind AND held.held_until > :now
-    )
-"""
-
-
-# A limited job its limits let through as things stand: read under the lock
-# rows, the truth; read without, a hint.
-_MAY_RUN = """
-    AND (alone_key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM jobs AS running
-        WHERE running.kind = due.kind AND running.alone_key = due.alone_key
-        AND running.held_until > :now
-    ))
-    AND (at_once IS NULL OR at_once > (
-        SELECT count(*) FROM jobs AS running
-        WHERE running.kind = due.kind AND running.held_until > :now
-    ))
-"""
-
-# The priorities of jobs that may run, highest first, one probe of jobs_due
-# each (a loose index scan); (NULL) ends them.
-_PRIORITIES = """
-    priorities (priority) AS (
-        (SELECT priority FROM jobs WHERE failed_at IS NULL ORDER BY priority DESC LIMIT 1)
-        UNION ALL
-        SELECT (
-            SELECT j.priority FROM jobs AS j
-            WHERE j.failed_at IS NULL AND j.priority < p.priority
-            ORDER BY j.priority DESC LIMIT 1
-        ) FROM priorities AS p WHERE p.priority IS NOT NULL
-    )
-"""
-
-_LIMITED = "(alone_key IS NOT NULL OR at_once IS NOT NULL)"
-
-_UNLIMITED = "alone_key IS NULL AND at_once IS NULL"
-
-_ORDER = "ORDER BY priority DESC, run_at, id"
-
-_HOLD = (
-    "SET held_until = :until, attempts = attempts + 1, unique_key = NULL, claimed_by = :by,"
-    " claimed_at = :now"
-)
-
-_NONE = ", ".join(["NULL"] * len(rows.JOB_COLUMNS.split(", ")))
-
-# A claim clears the key, and returns the key it had, for a hold-back to put back.
-_CLAIMED = rows.JOB_COLUMNS.replace("unique_key", "chosen.was_key AS unique_key")
-
-# Both claims hold what `chosen` picked. The IDs are named as an array too, so
-# the planner reads them by the primary key, not the whole table to hash-join.
-_HOLD_CHOSEN = f"""
-    UPDATE jobs {_HOLD} FROM chosen
-    WHERE jobs.id = chosen.pick AND jobs.id = ANY (ARRAY(SELECT pick FROM chosen))
-    RETURNING {_CLAIMED}
-"""
-
-_COLUMNS_IN = (
-    "kind, payload, run_at, unique_key, alone_key, at_once, carried, priority, max_attempts,"
-    " expires_at"
-)
-
-_VALUES = (
-    ":kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried, :priority,"
-    " :max_attempts, :expires_at"
-)
-
-_ON_KEY = "ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL"
-
-# A push of many, up to rows.BATCH: one array for each column whose values differ
-# (``varying``: the payload, at least), unnested in order, and one value for each
-# of the rest; the IDs come back in the order the rows went in. One NOTIFY.
-_TYPES = {
-    "kind": "text",
-    "payload": "text",
-    "run_at": "bigint",
-    "alone_key": "text",
-    "at_once": "integer",
-    "carried": "text",
-    "priority": "integer",
-    "max_attempts": "integer",
-    "expires_at": "bigint",
-}
-
-
-# A batch's jobs, read by key: through ARRAY(SELECT ...), which the planner
-# can't count, it reads them by jobs_pkey; given the array, or a join with its
-# unnest, it trusted stale statistics of held jobs and read them all through
-# jobs_held (docs/store.md, "Settles"). Each job's values by their place.
-def _by_key(ids: str) -> str:
-    return f"jobs.id = ANY (ARRAY(SELECT unnest(CAST(:{ids} AS bigint[]))))"
-
-
-def _given(values: str, type: str, ids: str) -> str:
-    """The value in array ``values`` given for this row's job, at its ID's place in ``ids``."""
-    return f"(CAST(:{values} AS {type}))[array_position(CAST(:{ids} AS bigint[]), jobs.id)]"
-
-
-# Not ended, for jobs read by key: failed_at IS NULL as a function's test, so
-# that no index WHERE failed_at IS NULL can serve. With no statistics of the
-# column (the table analyzed while empty, as a queue's often is) the planner
-# guesses 0.5% of rows NULL and read a batch's jobs through all of jobs_waiting,
-# not by key: a settle of 128 took 19 ms behind 20,000 waiting, not 0.3.
-_OPEN = "num_nulls(jobs.failed_at) = 1"
-
-
-# Fenced by attempts: once a later claim took the job, a late answer changes
-# nothing; and by the hold: a job a hold-back put back has its attempts as the
-# claim before, but held_until 0.
-def _fenced(ids: str, attempts: str) -> str:
-    return (
-        f"{_by_key(ids)} AND jobs.attempts = {_given(attempts, 'integer[]', ids)}"
-        f" AND {_OPEN} AND jobs.held_until > 0"
-    )
-
-
-# A settle is fenced by a cancel asked too: an accepted cancel wins, and the queue
-# ends the job cancelled. (Not the renewal, which shares _fenced: its handler runs.)
-_NOT_ASKED = "jobs.cancel_asked IS NULL"
-
-# The job as its claim found it, with its key unless a job pushed as it ran
-# has it. A push of the key committed between the look and the write makes the
-# index refuse it: Database.rerun_on_duplicate runs it again, seeing that job.
-_PUT_BACK = """
-    UPDATE jobs SET attempts = attempts - 1, held_until = 0,
-        run_at = coalesce(CAST(:run_at AS bigint), run_at), snoozes = snoozes + :snoozed,
-        unique_key = (
-            SELECT CAST(:unique_key AS text) WHERE NOT EXISTS (
-                SELECT 1 FROM jobs AS waiting
-                WHERE waiting.kind = :kind AND waiting.unique_key = :unique_key
-            )
-        )
-    WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
-    """
 
 
 class SQL(postgres.SQL):
     """The jobs table's statements on Postgres, each named as jobq.sql.postgres.SQL says."""
 
-    channel = _CHANNEL
+    channel = "jobq"
 
-    # The claim of jobs with no limit, one statement however many. SKIP LOCKED
-    # passes over rows other claims locked, and a row one committed meanwhile is
-    # checked again against the WHERE: no two claims get one job. It takes only the
-    # jobs before the first limited job that may be due (next_limited, from
-    # jobs_limited), and returns that one's place as a row flagged true: the rest
-    # is claimed under the lock rows.
-    #
-    # It reads one priority at a time: jobs_due leads with priority, so run_at <=
-    # :now is a range only within one, and reading it whole would walk every job
-    # waiting for later. The nested loop takes the priorities highest first and
-    # stops at the LIMIT, never reading, nor locking, a priority below.
-    def claim(self, filtered: bool) -> str:
-        return f"""
-        WITH RECURSIVE {_PRIORITIES},
+    # The jobs with no limit, of the claimant's {kinds} (the kit writes them), up to the
+    # first limited job that may run (next_limited, from jobs_limited): its row of NULLs
+    # has the kit claim the rest under the lock rows. One priority at a time (a loose
+    # index scan of jobs_due), so the LIMIT stops before a lower one is read or locked;
+    # held kinds an anti-join, the IDs an array, for the planner (docs/store.md).
+    claim = """
+        WITH RECURSIVE priorities (priority) AS (
+            (SELECT priority FROM jobs WHERE failed_at IS NULL ORDER BY priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (
+                SELECT j.priority FROM jobs AS j
+                WHERE j.failed_at IS NULL AND j.priority < p.priority
+                ORDER BY j.priority DESC LIMIT 1
+            ) FROM priorities AS p WHERE p.priority IS NOT NULL
+        ),
         next_limited AS MATERIALIZED (
             SELECT l.priority, l.run_at, l.id FROM priorities AS p CROSS JOIN LATERAL (
                 SELECT priority, run_at, id FROM jobs AS due
-                WHERE due.priority = p.priority AND {_LIMITED}
-                AND {_due("due", filtered)} {_MAY_RUN}
+                WHERE due.priority = p.priority AND (alone_key IS NOT NULL OR at_once IS NOT NULL)
+                  AND failed_at IS NULL AND run_at <= :now AND held_until <= :now {kinds}
+                  AND NOT EXISTS (SELECT 1 FROM held_kinds AS held
+                      WHERE held.kind = due.kind AND held.held_until > :now)
+                  AND (alone_key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs AS running
+                      WHERE running.kind = due.kind AND running.alone_key = due.alone_key
+                        AND running.held_until > :now))
+                  AND (at_once IS NULL OR at_once > (SELECT count(*) FROM jobs AS running
+                      WHERE running.kind = due.kind AND running.held_until > :now))
                 ORDER BY run_at, id LIMIT 1
             ) AS l
-            WHERE p.priority IS NOT NULL
-            LIMIT 1
+            WHERE p.priority IS NOT NULL LIMIT 1
         ),
         chosen AS (
             SELECT c.pick, c.was_key FROM priorities AS p CROSS JOIN LATERAL (
                 SELECT id AS pick, unique_key AS was_key FROM jobs
-                WHERE jobs.priority = p.priority AND {_UNLIMITED} AND {_due("jobs", filtered)}
-                AND NOT EXISTS (
-                    SELECT 1 FROM next_limited AS l
-                    WHERE (-l.priority, l.run_at, l.id) < (-jobs.priority, jobs.run_at, jobs.id)
-                )
+                WHERE jobs.priority = p.priority AND alone_key IS NULL AND at_once IS NULL
+                  AND failed_at IS NULL AND run_at <= :now AND held_until <= :now {kinds}
+                  AND NOT EXISTS (SELECT 1 FROM held_kinds AS held
+                      WHERE held.kind = jobs.kind AND held.held_until > :now)
+                  AND NOT EXISTS (SELECT 1 FROM next_limited AS l
+                      WHERE (-l.priority, l.run_at, l.id) < (-jobs.priority, jobs.run_at, jobs.id))
                 ORDER BY run_at, id LIMIT :most
                 FOR UPDATE OF jobs SKIP LOCKED
             ) AS c
-            WHERE p.priority IS NOT NULL
-            LIMIT :most
+            WHERE p.priority IS NOT NULL LIMIT :most
         ),
         claimed AS (
-            {_HOLD_CHOSEN}
+            UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL,
+                claimed_by = :by, claimed_at = :now
+            FROM chosen
+            WHERE jobs.id = chosen.pick AND jobs.id = ANY (ARRAY(SELECT pick FROM chosen))
+            RETURNING id, kind, payload, run_at, attempts, error, failed_at,
+                chosen.was_key AS unique_key, alone_key, at_once, carried, priority, claimed_by,
+                max_attempts, snoozes, ended, cancel_asked, expires_at, progress, metadata,
+                checkpoint
         )
-        SELECT {rows.JOB_COLUMNS}, false FROM claimed
+        SELECT claimed.*, false FROM claimed
         UNION ALL
-        SELECT {_NONE}, true FROM next_limited
+        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+            NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true
+        FROM next_limited
         """
 
-    # The limited claim's first step, in its transaction: the lock rows of the
-    # kinds and keys it may claim, in one order (kind, then key, the kind's row ''
-    # first, byte by byte), so two claims never wait in a circle. The upsert locks
-    # a row whether it makes it or finds it.
-    def lock(self, filtered: bool) -> str:
-        return f"""
+    # The limited claim's first statement: the lock rows of the kinds and keys it may
+    # claim, in one order (byte by byte), so two claims never wait in a circle; the
+    # upsert locks a row whether it makes it or finds it.
+    lock = """
         WITH candidates AS (
             SELECT kind, alone_key, at_once FROM jobs AS due
-            WHERE {_LIMITED} AND {_due("due", filtered)} {_MAY_RUN}
-            {_ORDER} LIMIT :window
+            WHERE (alone_key IS NOT NULL OR at_once IS NOT NULL)
+              AND failed_at IS NULL AND run_at <= :now AND held_until <= :now {kinds}
+              AND NOT EXISTS (SELECT 1 FROM held_kinds AS held
+                  WHERE held.kind = due.kind AND held.held_until > :now)
+              AND (alone_key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs AS running
+                  WHERE running.kind = due.kind AND running.alone_key = due.alone_key
+                    AND running.held_until > :now))
+              AND (at_once IS NULL OR at_once > (SELECT count(*) FROM jobs AS running
+                  WHERE running.kind = due.kind AND running.held_until > :now))
+            ORDER BY priority DESC, run_at, id LIMIT :window
         ),
         wanted AS (
             SELECT kind, '' AS alone_key FROM candidates WHERE at_once IS NOT NULL
@@ -345,112 +188,108 @@ class SQL(postgres.SQL):
         RETURNING kind, alone_key
         """
 
-    # Holding the lock rows, a new statement sees every claim that held them
-    # before: it counts again and takes what is left, of the locked kinds' and
-    # keys' limited jobs and the next with no limit; window functions keep one of
-    # a key and, of an AtOnce kind, what its limit leaves, counting the batch.
-    def claim_limited(self, filtered: bool) -> str:
-        return f"""
+    # Holding the lock rows, a new statement sees every claim that held them before: it
+    # counts again and takes what is left, the window functions counting the batch too.
+    claim_limited = """
         WITH locked AS (
             SELECT * FROM unnest(CAST(:lock_kinds AS text[]), CAST(:lock_keys AS text[]))
             AS l (kind, alone_key)
         ),
         limited AS (
             SELECT id, kind, alone_key, at_once, priority, run_at, unique_key FROM jobs AS due
-            WHERE {_LIMITED} AND {_due("due", filtered)} {_MAY_RUN}
-            AND (alone_key IS NULL OR EXISTS (
-                SELECT 1 FROM locked
-                WHERE locked.kind = due.kind AND locked.alone_key = due.alone_key
-            ))
-            AND (at_once IS NULL OR EXISTS (
-                SELECT 1 FROM locked WHERE locked.kind = due.kind AND locked.alone_key = ''
-            ))
-            {_ORDER} LIMIT :window
+            WHERE (alone_key IS NOT NULL OR at_once IS NOT NULL)
+              AND failed_at IS NULL AND run_at <= :now AND held_until <= :now {kinds}
+              AND NOT EXISTS (SELECT 1 FROM held_kinds AS held
+                  WHERE held.kind = due.kind AND held.held_until > :now)
+              AND (alone_key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs AS running
+                  WHERE running.kind = due.kind AND running.alone_key = due.alone_key
+                    AND running.held_until > :now))
+              AND (at_once IS NULL OR at_once > (SELECT count(*) FROM jobs AS running
+                  WHERE running.kind = due.kind AND running.held_until > :now))
+              AND (alone_key IS NULL OR EXISTS (SELECT 1 FROM locked
+                  WHERE locked.kind = due.kind AND locked.alone_key = due.alone_key))
+              AND (at_once IS NULL OR EXISTS (SELECT 1 FROM locked
+                  WHERE locked.kind = due.kind AND locked.alone_key = ''))
+            ORDER BY priority DESC, run_at, id LIMIT :window
             FOR UPDATE OF due SKIP LOCKED
         ),
         free AS (
             SELECT id, kind, alone_key, at_once, priority, run_at, unique_key FROM jobs
-            WHERE {_UNLIMITED} AND {_due("jobs", filtered)}
-            {_ORDER} LIMIT :most
+            WHERE alone_key IS NULL AND at_once IS NULL
+              AND failed_at IS NULL AND run_at <= :now AND held_until <= :now {kinds}
+              AND NOT EXISTS (SELECT 1 FROM held_kinds AS held
+                  WHERE held.kind = jobs.kind AND held.held_until > :now)
+            ORDER BY priority DESC, run_at, id LIMIT :most
             FOR UPDATE OF jobs SKIP LOCKED
         ),
         keyed AS (
-            SELECT c.*, row_number() OVER (PARTITION BY kind, alone_key {_ORDER}) AS key_rank
+            SELECT c.*, row_number()
+                OVER (PARTITION BY kind, alone_key ORDER BY priority DESC, run_at, id) AS key_rank
             FROM (SELECT * FROM limited UNION ALL SELECT * FROM free) AS c
         ),
         counted AS (
-            SELECT k.*, row_number() OVER (PARTITION BY kind {_ORDER}) AS kind_rank
+            SELECT k.*, row_number() OVER (PARTITION BY kind ORDER BY priority DESC, run_at, id)
+                AS kind_rank
             FROM keyed AS k WHERE alone_key IS NULL OR key_rank = 1
         ),
         chosen AS (
             SELECT id AS pick, unique_key AS was_key FROM counted
-            WHERE at_once IS NULL OR kind_rank + (
-                SELECT count(*) FROM jobs AS running
-                WHERE running.kind = counted.kind AND running.held_until > :now
-            ) <= at_once
-            {_ORDER} LIMIT :most
+            WHERE at_once IS NULL OR kind_rank + (SELECT count(*) FROM jobs AS running
+                WHERE running.kind = counted.kind AND running.held_until > :now) <= at_once
+            ORDER BY priority DESC, run_at, id LIMIT :most
         )
-        {_HOLD_CHOSEN}
+        UPDATE jobs SET held_until = :until, attempts = attempts + 1, unique_key = NULL,
+            claimed_by = :by, claimed_at = :now
+        FROM chosen
+        WHERE jobs.id = chosen.pick AND jobs.id = ANY (ARRAY(SELECT pick FROM chosen))
+        RETURNING id, kind, payload, run_at, attempts, error, failed_at,
+            chosen.was_key AS unique_key, alone_key, at_once, carried, priority, claimed_by,
+            max_attempts, snoozes, ended, cancel_asked, expires_at, progress, metadata, checkpoint
         """
 
-    # A push notifies in its statement, delivered as it commits (in the app's
-    # transaction too); in the RETURNING list, not a CTE around the INSERT, which
-    # cost about what a plain INSERT does (docs/store.md, "A push's way").
-    push = f"""
-        INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
-        RETURNING id, pg_notify('{_CHANNEL}', kind)
+    # It notifies in its RETURNING list, cheaper than a CTE (docs/store.md, "A push's way").
+    push = """
+        INSERT INTO jobs (kind, payload, run_at, alone_key, at_once, carried, priority,
+            max_attempts, expires_at)
+        VALUES (:kind, :payload, :run_at, :alone_key, :at_once, :carried, :priority,
+            :max_attempts, :expires_at)
+        RETURNING id, pg_notify('jobq', kind)
         """
 
-    # The unique index turns a second key away; then the waiting job's ID is read
-    # in the same statement, which can't see one committed while it waited on it
-    # (jobq.sql.postgres.insert_unique reads again, with waiting).
-    push_unique = f"""
+    # Turned away by the unique index, it reads the waiting job's ID, unless that one
+    # committed as it ran (then jobq.sql.postgres.insert_unique reads it with waiting).
+    push_unique = """
         WITH pushed AS (
-            INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES}) {_ON_KEY} DO NOTHING
+            INSERT INTO jobs (kind, payload, run_at, unique_key, alone_key, at_once, carried,
+                priority, max_attempts, expires_at)
+            VALUES (:kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried,
+                :priority, :max_attempts, :expires_at)
+            ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
             RETURNING id, kind
         )
-        SELECT id, true FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
+        SELECT id, true FROM pushed, pg_notify('jobq', pushed.kind)
         UNION ALL
         SELECT id, false FROM jobs
         WHERE kind = :kind AND unique_key = :unique_key AND NOT EXISTS (SELECT 1 FROM pushed)
         """
 
-    waiting = "SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
-
-    def push_many(self, varying: tuple[str, ...]) -> str:
-        arrays = ", ".join(f"CAST(:{name} AS {_TYPES[name]}[])" for name in varying)
-        values = ", ".join(
-            f"given.{name}" if name in varying else f"CAST(:{name} AS {_TYPES[name]})"
-            for name in rows.MANY_COLUMNS.split(", ")
-        )
-        return f"""
-            WITH pushed AS (
-                INSERT INTO jobs ({rows.MANY_COLUMNS})
-                SELECT {values}
-                FROM unnest({arrays}) WITH ORDINALITY AS given ({", ".join(varying)}, n)
-                ORDER BY n
-                RETURNING id, kind
-            ), told AS (SELECT pg_notify('{_CHANNEL}', kind) FROM pushed LIMIT 1)
-            SELECT id FROM pushed, told ORDER BY id
-            """
-
-    # The job that waits with the key moves to the push's time, and nothing else
-    # of it. A claim that took it first cleared its key: then a new job goes in.
-    push_latest = f"""
+    # Of the job that waits with the key, only run_at moves; a claimed one has no key.
+    push_latest = """
         WITH pushed AS (
-            INSERT INTO jobs ({_COLUMNS_IN}) VALUES ({_VALUES})
-            {_ON_KEY} DO UPDATE SET run_at = excluded.run_at
+            INSERT INTO jobs (kind, payload, run_at, unique_key, alone_key, at_once, carried,
+                priority, max_attempts, expires_at)
+            VALUES (:kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried,
+                :priority, :max_attempts, :expires_at)
+            ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL
+            DO UPDATE SET run_at = excluded.run_at
             RETURNING id, kind
         )
-        SELECT id FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
+        SELECT id FROM pushed, pg_notify('jobq', pushed.kind)
         """
 
-    # Runs only move forward: the upsert returns no row when this run, or a later
-    # one, was pushed already, and the insert then has nothing to select from; one
-    # statement, so the run is never kept without its job. Of pushes of one run at
-    # once, the first wins, the others wait for its lock and change nothing. A
-    # unique kind's job waiting with the key is the run: no job is pushed.
-    schedule = f"""
+    # Runs only move forward, kept with their jobs in one statement: of pushes of a run
+    # at once, the first wins. A unique kind's job waiting with the key is the run (NULL).
+    schedule = """
         WITH run AS (
             INSERT INTO schedules (name, run_at) VALUES (:name, :run_at)
             ON CONFLICT (name) DO UPDATE SET run_at = excluded.run_at
@@ -458,10 +297,15 @@ class SQL(postgres.SQL):
             RETURNING name
         ),
         pushed AS (
-            INSERT INTO jobs ({_COLUMNS_IN}) SELECT {_VALUES} FROM run {_ON_KEY} DO NOTHING
+            INSERT INTO jobs (kind, payload, run_at, unique_key, alone_key, at_once, carried,
+                priority, max_attempts, expires_at)
+            SELECT :kind, :payload, :run_at, :unique_key, :alone_key, :at_once, :carried,
+                :priority, :max_attempts, :expires_at
+            FROM run
+            ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
             RETURNING id, kind
         )
-        SELECT id FROM pushed, pg_notify('{_CHANNEL}', pushed.kind)
+        SELECT id FROM pushed, pg_notify('jobq', pushed.kind)
         UNION ALL
         SELECT jobs.id FROM run, jobs
         WHERE jobs.kind = :kind AND jobs.unique_key = :unique_key
@@ -470,71 +314,90 @@ class SQL(postgres.SQL):
         SELECT NULL FROM run WHERE :unique_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pushed)
         """
 
-    # All three in one, returning the IDs it settled (what was kept), and a NULL
-    # for each limited kind, which it notifies: a claim of it waiting on another
-    # instance tries again at once.
-    settle = f"""
+    # All three in one, returning the IDs it kept; it wakes claims of the limited kinds
+    # it freed, and whoever waits for a failed job's result (' ' and its ID). An accepted
+    # cancel wins over a settle, not the renewal: its handler runs on. A job by its key
+    # through ARRAY(SELECT unnest(...)), its values by their place, "not ended" as
+    # num_nulls, which no partial index serves: jobs_pkey, whatever the planner's
+    # statistics (docs/store.md, "Settles, hold-backs and renewals").
+    settle = """
         WITH done AS (
-            DELETE FROM jobs WHERE {_fenced("done_ids", "done_attempts")} AND {_NOT_ASKED}
+            DELETE FROM jobs
+            WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:done_ids AS bigint[]))))
+              AND jobs.attempts = (CAST(:done_attempts AS integer[]))[
+                  array_position(CAST(:done_ids AS bigint[]), jobs.id)]
+              AND num_nulls(jobs.failed_at) = 1 AND jobs.held_until > 0
+              AND jobs.cancel_asked IS NULL
             RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
         ),
         retried AS (
             UPDATE jobs SET held_until = 0,
-                run_at = {_given("retry_run_at", "bigint[]", "retry_ids")},
-                error = {_given("retry_errors", "text[]", "retry_ids")}
-            WHERE {_fenced("retry_ids", "retry_attempts")} AND {_NOT_ASKED}
+                run_at = (CAST(:retry_run_at AS bigint[]))[
+                    array_position(CAST(:retry_ids AS bigint[]), jobs.id)],
+                error = (CAST(:retry_errors AS text[]))[
+                    array_position(CAST(:retry_ids AS bigint[]), jobs.id)]
+            WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:retry_ids AS bigint[]))))
+              AND jobs.attempts = (CAST(:retry_attempts AS integer[]))[
+                  array_position(CAST(:retry_ids AS bigint[]), jobs.id)]
+              AND num_nulls(jobs.failed_at) = 1 AND jobs.held_until > 0
+              AND jobs.cancel_asked IS NULL
             RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
         ),
         failed AS (
             UPDATE jobs SET held_until = 0, ended = 'failed',
-                failed_at = {_given("fail_at", "bigint[]", "fail_ids")},
-                error = {_given("fail_errors", "text[]", "fail_ids")}
-            WHERE {_fenced("fail_ids", "fail_attempts")} AND {_NOT_ASKED}
+                failed_at = (CAST(:fail_at AS bigint[]))[
+                    array_position(CAST(:fail_ids AS bigint[]), jobs.id)],
+                error = (CAST(:fail_errors AS text[]))[
+                    array_position(CAST(:fail_ids AS bigint[]), jobs.id)]
+            WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:fail_ids AS bigint[]))))
+              AND jobs.attempts = (CAST(:fail_attempts AS integer[]))[
+                  array_position(CAST(:fail_ids AS bigint[]), jobs.id)]
+              AND num_nulls(jobs.failed_at) = 1 AND jobs.held_until > 0
+              AND jobs.cancel_asked IS NULL
             RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
         ),
         settled AS (
             SELECT * FROM done UNION ALL SELECT * FROM retried UNION ALL SELECT * FROM failed
         ),
-        limited AS (SELECT DISTINCT kind FROM settled WHERE {_LIMITED})
+        limited AS (
+            SELECT DISTINCT kind FROM settled WHERE alone_key IS NOT NULL OR at_once IS NOT NULL
+        )
         SELECT id FROM settled
         UNION ALL
-        SELECT NULL FROM limited, pg_notify('{_CHANNEL}', limited.kind)
+        SELECT NULL FROM limited, pg_notify('jobq', limited.kind)
         UNION ALL
-        SELECT NULL FROM failed, pg_notify('{_CHANNEL}', ' ' || failed.id)
+        SELECT NULL FROM failed, pg_notify('jobq', ' ' || failed.id)
         """
 
-    renew = f"""
-        UPDATE jobs SET held_until = :until WHERE {_fenced("ids", "attempts")}
+    renew = """
+        UPDATE jobs SET held_until = :until
+        WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[]))))
+          AND jobs.attempts = (CAST(:attempts AS integer[]))[
+              array_position(CAST(:ids AS bigint[]), jobs.id)]
+          AND num_nulls(jobs.failed_at) = 1 AND jobs.held_until > 0
         RETURNING jobs.id
         """
 
-    # The kind's time only moves forward (a pause ending before it ends with it).
-    hold_back = f"""
-        WITH kind_held AS (
-            INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
-            ON CONFLICT (kind) DO UPDATE SET
-                held_until = greatest(held_kinds.held_until, excluded.held_until),
-                paused = held_kinds.paused AND held_kinds.held_until >= excluded.held_until
-        )
-        {_PUT_BACK}"""
-
-    # Due (at once, or a snooze's :run_at), it notifies, as a push does: an instance
-    # waiting on its kind may claim it.
-    give_back = f"{_PUT_BACK} RETURNING pg_notify('{_CHANNEL}', kind)"
-
-    # A pause replaces the kind's pause before it, but never shortens a rate's hold.
-    pause = """
-        INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, true)
-        ON CONFLICT (kind) DO UPDATE SET paused = true, held_until = CASE
-            WHEN held_kinds.paused THEN excluded.held_until
-            ELSE greatest(held_kinds.held_until, excluded.held_until)
-        END
+    # A kind held back: its time only moves forward (a pause ending before it ends with it).
+    hold_kind = """
+        INSERT INTO held_kinds (kind, held_until) VALUES (:kind, :until)
+        ON CONFLICT (kind) DO UPDATE SET
+            held_until = greatest(held_kinds.held_until, excluded.held_until),
+            paused = held_kinds.paused AND held_kinds.held_until >= excluded.held_until
         """
 
-    resume = "DELETE FROM held_kinds WHERE kind = :kind AND paused"
+    # Its key back unless a job pushed as it ran has it: one committed between the look
+    # and the write makes the index refuse it, and the kit runs it again.
+    put_back = """
+        UPDATE jobs SET attempts = attempts - 1, held_until = 0,
+            run_at = coalesce(CAST(:run_at AS bigint), run_at), snoozes = snoozes + :snoozed,
+            unique_key = (SELECT CAST(:unique_key AS text) WHERE NOT EXISTS (
+                SELECT 1 FROM jobs AS waiting
+                WHERE waiting.kind = :kind AND waiting.unique_key = :unique_key))
+        WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+        """
 
-    # Each kind's jobs by state at :now, in one read of the table (an ended job's
-    # held_until is 0: it is never running).
+    # One read of the table (an ended job's held_until is 0: it is never running).
     stats = """
         SELECT kind,
             count(*) FILTER (WHERE failed_at IS NULL AND held_until <= :now AND run_at <= :now),
@@ -547,34 +410,26 @@ class SQL(postgres.SQL):
         FROM jobs GROUP BY kind
         """
 
-    # A job a claim holds at :now is asked to stop (its first ask kept), with a NOTIFY
-    # of an empty payload, which has every queue ask at once which of its jobs were
-    # cancelled; any other that has not ended ends, its key let go, with a NOTIFY of
-    # its ID for whoever waits for its result. One UPDATE: of a
-    # claim at once, which locks the row, it waits for the commit and reads the row
-    # the claim left.
-    cancel = f"""
+    # One UPDATE: a claim at once locks the row first, or finds it ended. An ask notifies
+    # '' (every queue asks which of its jobs were cancelled), an end ' ' and the job's ID.
+    cancel = """
         WITH cancelled AS (
-        UPDATE jobs SET
-            ended = CASE WHEN held_until > :now THEN NULL ELSE 'cancelled' END,
-            failed_at = CASE WHEN held_until > :now THEN NULL ELSE :now END,
-            cancel_asked = CASE WHEN held_until > :now THEN coalesce(cancel_asked, :now)
-                ELSE cancel_asked END,
-            unique_key = CASE WHEN held_until > :now THEN unique_key END,
-            held_until = CASE WHEN held_until > :now THEN held_until ELSE 0 END
-        WHERE id = :id AND failed_at IS NULL
-        RETURNING id, ended
+            UPDATE jobs SET
+                ended = CASE WHEN held_until > :now THEN NULL ELSE 'cancelled' END,
+                failed_at = CASE WHEN held_until > :now THEN NULL ELSE :now END,
+                cancel_asked = CASE WHEN held_until > :now THEN coalesce(cancel_asked, :now)
+                    ELSE cancel_asked END,
+                unique_key = CASE WHEN held_until > :now THEN unique_key END,
+                held_until = CASE WHEN held_until > :now THEN held_until ELSE 0 END
+            WHERE id = :id AND failed_at IS NULL
+            RETURNING id, ended
         )
         SELECT ended FROM cancelled, pg_notify(
-            '{_CHANNEL}', CASE WHEN cancelled.ended IS NULL THEN '' ELSE ' ' || cancelled.id END
+            'jobq', CASE WHEN cancelled.ended IS NULL THEN '' ELSE ' ' || cancelled.id END
         )
         """
 
-    # A claimed job ended as the queue says: fenced by its claim as a settle is, and a
-    # done one by a cancel asked too; its last error kept unless another is given; a
-    # done one with its result, until its expires_at. A NOTIFY of a space and its ID
-    # tells whoever waits for its result, anywhere.
-    end = f"""
+    end = """
         WITH ended AS (
             UPDATE jobs SET failed_at = :failed_at, ended = :ended, held_until = 0,
                 attempts = attempts - :unrun, error = coalesce(CAST(:error AS text), error),
@@ -583,52 +438,11 @@ class SQL(postgres.SQL):
               AND (CAST(:ended AS text) <> 'done' OR cancel_asked IS NULL)
             RETURNING id
         )
-        SELECT id FROM ended, pg_notify('{_CHANNEL}', ' ' || ended.id)
-        """
-
-    # The jobs that waited past their expires_at, before any attempt began, end
-    # "expired" then, their keys let go; jobs_expires finds them (0005_jobs).
-    expire = """
-        UPDATE jobs SET ended = 'expired', failed_at = expires_at, unique_key = NULL, held_until = 0
-        WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
-          AND attempts = 0 AND snoozes = 0
-        """
-
-    asked = f"""
-        SELECT id FROM jobs
-        WHERE {_by_key("ids")} AND {_OPEN} AND cancel_asked IS NOT NULL
-        """
-
-    # A done job kept with its result is not discarded: the prune deletes it in its time.
-    discard_all = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND ended IS DISTINCT FROM 'done'"
-
-    discard = f"{discard_all} AND {_by_key('ids')}"
-
-    # A job waiting for a later time, due now (BrowseStore.run_now).
-    run_now = f"UPDATE jobs SET run_at = :now WHERE {_by_key('ids')} AND {listing.LATER}"
-
-    # With the ended jobs (a done one kept with its result once past its expires_at)
-    # go the lock rows of keys no job has, and the kinds
-    # whose hold or pause has ended (a rate's hold-backs leave a row a kind).
-    prune = """
-        WITH ended AS (DELETE FROM held_kinds WHERE held_until < :now),
-        unused AS (
-            DELETE FROM job_locks AS lock WHERE lock.alone_key <> '' AND NOT EXISTS (
-                SELECT 1 FROM jobs WHERE jobs.kind = lock.kind AND jobs.alone_key = lock.alone_key
-            )
-        ),
-        pruned AS (
-            DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
-                THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
-            RETURNING 1
-        )
-        SELECT count(*) FROM pruned
+        SELECT id FROM ended, pg_notify('jobq', ' ' || ended.id)
         """
 
 
 class Jobs(postgres.Table):
-    """The jobs table: jobq's Store with every extra. ``Jobs(engine)`` runs each operation
-    as a transaction of its own; ``jobs.bind(connection)`` in the app's, whose pushes wake
-    the queues that listen as it commits."""
+    """The jobs table: jobq's Store with every extra."""
 
     sql = SQL()

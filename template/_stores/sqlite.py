@@ -13,7 +13,7 @@ SQLite 3.35+ (RETURNING, MATERIALIZED).
 
 from __future__ import annotations
 
-from jobq.sql import listing, rows, sqlite
+from jobq.sql import rows, sqlite
 from jobq.sql.sqlite import BEGIN, make_engine
 
 __all__ = ["BEGIN", "SCHEMA", "SQL", "Jobs", "make_engine"]
@@ -239,8 +239,6 @@ class SQL(sqlite.SQL):
         + " ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING RETURNING id"
     )
 
-    waiting = "SELECT id FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
-
     # A push of many, up to rows.BATCH: each job a JSON array of rows.MANY_COLUMNS, in
     # order; one writer, so the IDs it gives go up in that order.
     push_many = f"""
@@ -327,17 +325,6 @@ class SQL(sqlite.SQL):
         WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
         """
 
-    # A pause replaces the kind's pause before it, but never shortens a rate's hold.
-    pause = """
-        INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, 1)
-        ON CONFLICT (kind) DO UPDATE SET paused = 1, held_until = CASE
-            WHEN held_kinds.paused THEN excluded.held_until
-            ELSE max(held_kinds.held_until, excluded.held_until)
-        END
-        """
-
-    resume = "UPDATE held_kinds SET paused = 0, held_until = 0 WHERE kind = :kind AND paused"
-
     # Each kind's jobs at :now: every job, the ended (whose held_until is 0), the
     # running and the later; the rest are due. jobs_held holds each job's kind and
     # times, in kind order: a read of its narrow entries, not the table's rows, with
@@ -389,41 +376,6 @@ class SQL(sqlite.SQL):
         WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
           AND (:ended <> 'done' OR cancel_asked IS NULL)
         """
-
-    # The jobs that waited past their expires_at, before any attempt began, end
-    # "expired" then, their keys let go; jobs_expires finds them (0005_jobs).
-    expire = """
-        UPDATE jobs SET ended = 'expired', failed_at = expires_at, unique_key = NULL,
-            held_until = 0
-        WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
-          AND attempts = 0 AND snoozes = 0
-        """
-
-    asked = """
-        SELECT id FROM jobs
-        WHERE id IN (SELECT value FROM json_each(:ids))
-          AND failed_at IS NULL AND cancel_asked IS NOT NULL
-        """
-
-    # A done job kept with its result is not discarded: the prune deletes it in its time.
-    discard_all = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
-
-    discard = f"{discard_all} AND id IN (SELECT value FROM json_each(:ids))"
-
-    # A job waiting for a later time, due now (BrowseStore.run_now).
-    run_now = (
-        "UPDATE jobs SET run_at = :now WHERE id IN (SELECT value FROM json_each(:ids))"
-        f" AND {listing.LATER}"
-    )
-
-    # The ended jobs; a done one kept with its result once past its expires_at.
-    prune = """
-        DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
-            THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
-        """
-
-    # And the kinds whose hold or pause has ended: a rate's hold-backs leave a row a kind.
-    prune_kinds = "DELETE FROM held_kinds WHERE held_until < :now"
 
     # Runs only move forward: no row back means this run, or a later one, was pushed already.
     schedule = """

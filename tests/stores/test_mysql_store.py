@@ -19,6 +19,7 @@ import pytest
 import sources
 import sqlalchemy as sa
 from jobq import Job
+from jobq.sql.mysql import claims
 from jobq.sql.pool import autocommit
 from jobq.testing import at_once
 
@@ -328,7 +329,7 @@ def test_the_claim_reads_jobs_due_in_order_whatever_the_table_holds(my_engine: s
             ],
         )
         conn.exec_driver_sql("ANALYZE TABLE jobs")
-    statement = sa.text(mysql.SQL().claim(0, 0, None)).compile(dialect=my_engine.dialect)
+    statement = sa.text(claims(mysql.SQL()).due(0, 0, None)).compile(dialect=my_engine.dialect)
     sql = str(statement) % {"now": 10**6, "most": 10}
     with my_engine.connect() as conn:
         plan = conn.exec_driver_sql("EXPLAIN " + sql.replace("%%", "%")).mappings().all()

@@ -23,7 +23,7 @@ import sources
 import sqlalchemy as sa
 from jobq import Job
 from jobq.sql.pool import autocommit
-from jobq.sql.postgres import renewal, settles
+from jobq.sql.postgres import claims, renewal, settles
 from jobq.sql.rows import ms
 from jobq.testing import at_once
 
@@ -418,7 +418,7 @@ def test_a_batch_claim_reads_the_due_index_in_order_however_many_wait(
     with pg_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("ANALYZE jobs")
         conn.exec_driver_sql("ANALYZE held_kinds")
-        sql = str(sa.text(postgres.SQL().claim(False)).compile(dialect=pg_engine.dialect))
+        sql = str(sa.text(claims(postgres.SQL()).free(False)).compile(dialect=pg_engine.dialect))
         params = {"now": ms(T0), "until": ms(HOLD), "most": 128, "kinds": None, "by": None}
         plan = [
             row[0] for row in conn.exec_driver_sql(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params)

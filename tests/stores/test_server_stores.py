@@ -350,6 +350,33 @@ def test_make_engine_refuses_another_databases_url() -> None:
         mysql.make_engine("postgresql+psycopg://u@127.0.0.1/app")
 
 
+@pytest.mark.parametrize(
+    ("module", "url", "name", "part"),
+    [
+        (postgres, "postgresql+psycopg", "claim", "{kinds}"),
+        (postgres, "postgresql+psycopg", "claim_limited", "{kinds}"),
+        (mysql, "mysql+pymysql", "claim", "{kinds}"),
+        (mysql, "mysql+pymysql", "locks", "{values}"),
+    ],
+)
+def test_a_claim_statement_without_the_place_the_kit_fills_is_refused_as_the_table_is_made(
+    module: Any, url: str, name: str, part: str
+) -> None:
+    """An override that lost the claimant's kinds would claim any kind, or none."""
+    text = getattr(module.SQL, name).replace(part, "")
+    broken = type("SQL", (module.SQL,), {name: text})
+    lost = type("Jobs", (module.Jobs,), {"sql": broken()})
+    engine = module.make_engine(f"{url}://u@127.0.0.1:1/app")  # connects to nothing
+    try:
+        with pytest.raises(jobq.ConfigError, match=f"{name} has no {part}"):
+            lost(engine)
+        method = type("SQL", (module.SQL,), {name: lambda self, *a: text})
+        with pytest.raises(jobq.ConfigError, match=f"{name} is not a statement's text"):
+            type("Jobs", (module.Jobs,), {"sql": method()})(engine)
+    finally:
+        engine.dispose()
+
+
 def test_a_mysql_engine_at_repeatable_read_is_refused(my_engine: sa.Engine) -> None:
     plain = sa.create_engine(my_engine.url)  # the server's default: REPEATABLE READ
     try:

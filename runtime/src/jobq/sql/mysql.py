@@ -35,7 +35,7 @@ from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
-from jobq.sql import rows, table
+from jobq.sql import listing, rows, table
 from jobq.sql.engine import check_timeouts, last_in_first_out, no_connection_free
 from jobq.sql.pool import autocommit
 
@@ -54,6 +54,7 @@ __all__ = [
     "Statements",
     "Table",
     "claim",
+    "claims",
     "fences",
     "insert_many",
     "insert_unique",
@@ -767,17 +768,16 @@ class SQL(table.SQL):
     tuple, written as a list in parentheses; a job is given as ``rows.insert`` makes it.
     With no UPDATE ... RETURNING, a write's count or a read after it says what it did.
 
-    - ``claim(keys, kinds, only)``, ``locks(n)``, ``rank``, ``hold``: the claim's
-      (``ClaimStatements``' ``due``, ``locks``, ``rank`` and ``hold``);
+    - ``claim``, ``locks``, ``rank``, ``hold``: the claim's (``ClaimStatements``' ``due``,
+      ``locks``, ``rank`` and ``hold``), ``claim`` with ``{kinds}`` where the kit writes
+      which kinds it takes and passes over, ``locks`` with ``{values}`` where it writes
+      the lock rows (see ``claims``);
     - ``settle_done``, ``settle_done_left``, ``settle_retry``, ``settle_retried``,
       ``settle_fail``, ``settle_failed``: the settle's (``SettleStatements``');
     - ``renew``: the holds of the jobs ``fences`` names that their claims still have,
       moved to ``:until``; ``renewed``: which of them hold until ``:until`` now;
     - ``push``: a job (its key ``:unique_key``, which the unique index may turn away);
-      ``waiting``: ``(id, run_at)`` of the job of the key that waits; ``move``: that job
-      (``:id``, while it has the key) due at ``:run_at``;
-    - ``push_many(n, varying)``, ``marked``, ``unmark``: a push of many's
-      (``ManyStatements``' ``insert``, ``marked`` and ``unmark``);
+      ``move``: the waiting job (``:id``, while it has the key) due at ``:run_at``;
     - ``move_run``, ``first_run``, ``last_run``: the run ``:run_at`` of the schedule
       ``:name`` moved forward, made if there is none, and read;
     - ``hold_kind``: the kind ``:kind`` held until ``:until`` (never earlier than it was);
@@ -787,10 +787,14 @@ class SQL(table.SQL):
       ``:now``; then ``ask`` (its cancel asked) or ``cancel`` (it ends cancelled);
     - ``expired``: the IDs of up to 1,000 jobs past their ``expires_at`` at ``:now`` that
       never ran; ``expire``: those of them (``:ids``) that still are, ended;
-    - ``prune_kinds``, ``prune_locks``, ``prune``: the kinds' ended holds, the lock rows of
-      keys no job has, and the ended jobs (``:before``, ``:now``), deleted.
+    - ``pause`` and ``beat``: ``table.SQL``'s, as an upsert MySQL writes.
+
+    ``asked``, ``discard``, ``run_now`` and a push of many's (``push_many(n, varying)``,
+    ``marked``, ``unmark``: ``ManyStatements``') are the kit's.
     """
 
+    claim: str
+    locks: str
     rank: str
     hold: str
     settle_done: str
@@ -802,10 +806,7 @@ class SQL(table.SQL):
     renew: str
     renewed: str
     push: str
-    waiting: str
     move: str
-    marked: str
-    unmark: str
     move_run: str
     first_run: str
     last_run: str
@@ -815,22 +816,66 @@ class SQL(table.SQL):
     ask: str
     cancel: str
     expired: str
-    expire: str
-    prune_kinds: str
-    prune_locks: str
-    prune: str
 
-    @table.statement
-    def claim(self, keys: int, kinds: int, only: int | None) -> str:
-        raise NotImplementedError
+    asked = (
+        "SELECT id FROM jobs WHERE id IN :ids AND failed_at IS NULL AND cancel_asked IS NOT NULL"
+    )
+    discard = (
+        "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
+        " AND id IN :ids"
+    )
+    run_now = f"UPDATE jobs SET run_at = :now WHERE id IN :ids AND {listing.LATER}"
 
-    @table.statement
-    def locks(self, n: int) -> str:
-        raise NotImplementedError
-
-    @table.statement
     def push_many(self, n: int, varying: tuple[str, ...]) -> str:
-        raise NotImplementedError
+        """A push of ``n`` plain jobs, up to ``rows.BATCH``, as one multi-row INSERT: the
+        columns in ``varying`` a parameter a row, the rest one for all; the last row's key
+        ``:mark``, by which ``insert_many`` reads its ID back."""
+        names = rows.MANY_COLUMNS.split(", ")
+        values = ", ".join(
+            "("
+            + ", ".join(f":{name}{i}" if name in varying else f":{name}" for name in names)
+            + (", :mark)" if i == n - 1 else ", NULL)")
+            for i in range(n)
+        )
+        return f"INSERT INTO jobs ({rows.MANY_COLUMNS}, unique_key) VALUES {values}"
+
+    # The marked row's ID, by the key's index, and the step between the IDs of the
+    # session's INSERTs; then the mark cleared, before the transaction ends.
+    marked = (
+        "SELECT id, @@auto_increment_increment FROM jobs WHERE kind = :kind AND unique_key = :mark"
+    )
+    unmark = "UPDATE jobs SET unique_key = NULL WHERE id = :id"
+
+
+def claims(sql: SQL) -> ClaimStatements:
+    """``sql``'s claim: ``claim`` made, for each count of what a pass passes over and of the
+    kinds it takes, with their conditions at ``{kinds}``; ``locks`` for each count of lock
+    rows, at ``{values}`` (ConfigError when either has no such place)."""
+    for name, part in (("claim", "kinds"), ("locks", "values")):
+        table.fill(sql, name, **{part: ""})
+
+    def due(keys: int, kinds: int, only: int | None) -> str:
+        allowed = (
+            ""
+            if only is None
+            else "\n    AND due.kind IN (" + ", ".join(f":ok{i}" for i in range(only)) + ")"
+        )
+        passed_over = "".join(
+            f"\n    AND NOT (due.kind = :pk{i} AND due.alone_key = :pa{i})" for i in range(keys)
+        ) + "".join(
+            f"\n    AND NOT (due.kind = :ck{i} AND due.at_once IS NOT NULL)" for i in range(kinds)
+        )
+        return table.fill(sql, "claim", kinds=allowed + passed_over)
+
+    def locks(n: int) -> str:
+        return table.fill(sql, "locks", values=", ".join(f"(:lk{i}, :la{i})" for i in range(n)))
+
+    return ClaimStatements(
+        due=functools.lru_cache(maxsize=64)(due),
+        locks=functools.lru_cache(maxsize=64)(locks),
+        rank=sql.rank,
+        hold=sql.hold,
+    )
 
 
 # Tries of a latest push whose waiting job a claim or another push moved between its
@@ -846,12 +891,7 @@ class Driver:
         self.sql = sql
         self.db = Database(engine)
         # Each statement made once for each of its variants, and kept (bound copies share them).
-        self._claims = ClaimStatements(
-            due=functools.lru_cache(maxsize=64)(sql.claim),
-            locks=functools.lru_cache(maxsize=64)(sql.locks),
-            rank=sql.rank,
-            hold=sql.hold,
-        )
+        self._claims = claims(sql)
         self._settles = SettleStatements(
             done=sql.settle_done,
             done_left=sql.settle_done_left,

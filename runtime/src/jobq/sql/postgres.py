@@ -34,7 +34,7 @@ from sqlalchemy import create_engine, exc
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
-from jobq.sql import rows, table
+from jobq.sql import listing, rows, table
 from jobq.sql.engine import check_timeouts, last_in_first_out, no_connection_free
 from jobq.sql.pool import autocommit
 from jobq.sql.rows import Through
@@ -47,10 +47,12 @@ __all__ = [
     "ClaimStatements",
     "Database",
     "Driver",
+    "KINDS",
     "SQL",
     "Statements",
     "Table",
     "claim",
+    "claims",
     "insert_unique",
     "make_engine",
     "renewal",
@@ -358,62 +360,117 @@ def renewal(jobs: Sequence[Job], until: datetime) -> dict[str, Any]:
     }
 
 
+# A claim's {kinds}: the claimant's kinds, or nothing for a claim of any kind. Two texts,
+# each planned for itself: ``:kinds IS NULL OR ...`` is an OR a generic plan can't fold away.
+KINDS = "AND kind = ANY (CAST(:kinds AS text[]))"
+
+# A push of many's column types, for its arrays (``push_many``).
+_TYPES = {
+    "kind": "text",
+    "payload": "text",
+    "run_at": "bigint",
+    "alone_key": "text",
+    "at_once": "integer",
+    "carried": "text",
+    "priority": "integer",
+    "max_attempts": "integer",
+    "expires_at": "bigint",
+}
+
+
 class SQL(table.SQL):
     """A Postgres jobs table's statements: ``table.SQL``'s, and those of its claim, settle,
     pushes and put-backs. Times are Unix milliseconds; a list of IDs (``:ids``) is a
     bigint array; a job is given as ``rows.insert`` makes it. Each statement that pushes
     or ends a job, or asks a running one's cancel, notifies ``channel`` (see ``listen``).
 
-    - ``claim(filtered)``, ``lock(filtered)``, ``claim_limited(filtered)``: the claim's
-      (``ClaimStatements``' ``free``, ``lock`` and ``limited``);
+    - ``claim``, ``lock``, ``claim_limited``: the claim's (``ClaimStatements``' ``free``,
+      ``lock`` and ``limited``), each with ``{kinds}`` where the kit writes ``KINDS``, the
+      claimant's kinds (``:kinds``, a text array), or nothing (see ``claims``);
     - ``settle``: a batch settle given ``settles``' parameters (see ``settle``);
     - ``renew``: the holds of the jobs ``:ids`` (``:attempts``) their claims still have,
       moved to ``:until``, returning their IDs;
     - ``push``: a job with no key, returning its ID; ``push_unique`` and ``waiting``: see
       ``insert_unique``; ``push_latest``: a job of a key, or the waiting one's ``run_at``
-      moved to it, returning the ID; ``push_many(varying)``: the jobs of ``rows.many``,
-      returning their IDs in order;
+      moved to it, returning the ID; ``push_many(varying)`` (the kit's): the jobs of
+      ``rows.many``, returning their IDs in order;
     - ``schedule``: the run ``:run_at`` of the schedule ``:name`` and its job, unless this
       run or a later one was kept: the job's ID, NULL for a unique job's that waits
       already, or no row;
-    - ``give_back``: a claimed job put back as ``rows.put_back`` says; ``hold_back`` that,
-      and its kind held until ``:until``;
+    - ``put_back``: a claimed job put back as ``rows.put_back`` says; ``hold_kind``: the
+      kind ``:kind`` held until ``:until`` (never earlier than it was). The kit makes each
+      put-back one statement: a hold-back with ``hold_kind`` as a CTE, a give-back (due at
+      once) notifying as a push does;
     - ``cancel``: the job ``:id`` at ``:now``, returning a row as ``rows.cancel_said``
-      reads it;
-    - ``expire``: the jobs past their ``expires_at`` at ``:now`` that never ran, ended;
-    - ``prune``: the ended jobs (``:before``, ``:now``) and what else is kept for a while,
-      deleted, returning how many jobs.
+      reads it.
+
+    ``asked``, ``discard`` and ``run_now`` are the kit's, as it gives ``:ids``.
     """
 
     channel: str
+    claim: str
+    lock: str
+    claim_limited: str
     settle: str
     renew: str
     push: str
     push_unique: str
-    waiting: str
     push_latest: str
     schedule: str
-    give_back: str
-    hold_back: str
+    put_back: str
+    hold_kind: str
     cancel: str
-    expire: str
-    prune: str
 
-    @table.statement
-    def claim(self, filtered: bool) -> str:
-        raise NotImplementedError
+    # Jobs of :ids are read through ARRAY(SELECT unnest(...)), which the planner can't
+    # count, so by jobs_pkey; and "not ended" is num_nulls(failed_at) = 1, which no
+    # partial index WHERE failed_at IS NULL serves (see the template's settle).
+    asked = """
+        SELECT id FROM jobs
+        WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[]))))
+          AND num_nulls(jobs.failed_at) = 1 AND cancel_asked IS NOT NULL
+        """
+    discard = """
+        DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'
+          AND jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[]))))
+        """
+    run_now = f"""
+        UPDATE jobs SET run_at = :now
+        WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[])))) AND {listing.LATER}
+        """
 
-    @table.statement
-    def lock(self, filtered: bool) -> str:
-        raise NotImplementedError
-
-    @table.statement
-    def claim_limited(self, filtered: bool) -> str:
-        raise NotImplementedError
-
-    @table.statement
     def push_many(self, varying: tuple[str, ...]) -> str:
-        raise NotImplementedError
+        """A push of many, up to ``rows.BATCH``: an array for each column whose values differ
+        (``varying``), unnested in order, one value for each of the rest; the IDs come back
+        in the order the rows went in. One NOTIFY."""
+        arrays = ", ".join(f"CAST(:{name} AS {_TYPES[name]}[])" for name in varying)
+        values = ", ".join(
+            f"given.{name}" if name in varying else f"CAST(:{name} AS {_TYPES[name]})"
+            for name in rows.MANY_COLUMNS.split(", ")
+        )
+        return f"""
+            WITH pushed AS (
+                INSERT INTO jobs ({rows.MANY_COLUMNS})
+                SELECT {values}
+                FROM unnest({arrays}) WITH ORDINALITY AS given ({", ".join(varying)}, n)
+                ORDER BY n
+                RETURNING id, kind
+            ), told AS (SELECT pg_notify('{self.channel}', kind) FROM pushed LIMIT 1)
+            SELECT id FROM pushed, told ORDER BY id
+            """
+
+
+def claims(sql: SQL) -> ClaimStatements:
+    """``sql``'s claim, each statement made once for a claim of the claimant's kinds and
+    once for any kind (ConfigError when one has no ``{kinds}``)."""
+
+    def both(name: str) -> Callable[[bool], str]:
+        made = {
+            filtered: table.fill(sql, name, kinds=KINDS if filtered else "")
+            for filtered in (False, True)
+        }
+        return made.__getitem__
+
+    return ClaimStatements(free=both("claim"), lock=both("lock"), limited=both("claim_limited"))
 
 
 class Driver:
@@ -424,12 +481,10 @@ class Driver:
         self.sql = sql
         self.db = Database(engine)
         # Each statement made once for each of its variants, and kept (bound copies share them).
-        self._claims = ClaimStatements(
-            free=functools.cache(sql.claim),
-            lock=functools.cache(sql.lock),
-            limited=functools.cache(sql.claim_limited),
-        )
+        self._claims = claims(sql)
         self._push_many = functools.cache(sql.push_many)
+        self._give_back = f"{sql.put_back} RETURNING pg_notify('{sql.channel}', kind)"
+        self._hold_back = f"WITH kind_held AS ({sql.hold_kind}) {sql.put_back}"
 
     def bind(self, connection: Connection) -> Driver:
         bound = copy.copy(self)
@@ -500,7 +555,7 @@ class Driver:
         params = rows.put_back(job, snoozed_until)
         if hold is not None:
             params["until"] = rows.ms(hold)
-        statement = self.sql.give_back if hold is None else self.sql.hold_back
+        statement = self._give_back if hold is None else self._hold_back
         return self.db.rerun_on_duplicate(lambda sql: sql.count(statement, params)) > 0
 
     def cancel(self, id: int, now: datetime) -> Literal["cancelled", "asked"] | None:
@@ -512,7 +567,13 @@ class Driver:
 
     def prune(self, before: datetime, now: datetime) -> int:
         params = {"before": rows.ms(before), "now": rows.ms(now)}
-        return int(self.db.run(lambda sql: sql.rows(self.sql.prune, params))[0][0])
+
+        def work(sql: Statements) -> int:
+            sql.count(self.sql.prune_kinds, params)
+            sql.count(self.sql.prune_locks, params)
+            return sql.count(self.sql.prune, params)
+
+        return self.write(work)
 
     def _push_one(self, sql: Statements, job: Job, latest: bool) -> bool:
         """A unique kind's job of a push of many, as ``push_latest`` or ``push_unique`` would
@@ -523,7 +584,7 @@ class Driver:
             return True
         while True:  # a waiting job that committed as this read began: read it in a new statement
             found = sql.rows(self.sql.push_unique, params) or [
-                (id, False) for (id,) in sql.rows(self.sql.waiting, params)
+                (row[0], False) for row in sql.rows(self.sql.waiting, params)
             ]
             if found:
                 job.id = str(found[0][0])

@@ -29,7 +29,7 @@ from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
-from jobq.sql import process, rows, table
+from jobq.sql import listing, process, rows, table
 from jobq.sql.engine import last_in_first_out
 from jobq.sql.rows import Statements, Through
 
@@ -389,7 +389,7 @@ class SQL(table.SQL):
     - ``renew(n)``: the holds of the ``n`` jobs ``:id0, :attempts0``, ... that their claims
       still have, moved to ``:until``, returning their IDs;
     - ``push``: a job with no key, returning its ID; ``push_unique``: a job of a key,
-      returning its ID, or no row when a job of the key waits, which ``waiting`` reads;
+      returning its ID, or no row when a job of the key waits (``waiting`` reads it);
       ``push_latest``: a job of a key, or the waiting one's ``run_at`` moved to it,
       returning the ID; ``push_many``: the jobs ``:jobs``, a JSON array of
       ``rows.MANY_COLUMNS`` arrays, returning their IDs in order;
@@ -397,26 +397,34 @@ class SQL(table.SQL):
       than the one kept, returning a row then;
     - ``hold_kind``: the kind ``:kind`` held until ``:until`` (never earlier than it was);
       ``put_back``: a claimed job as ``rows.put_back`` says;
-    - ``cancel``: the job ``:id`` at ``:now`` as ``rows.cancel_said`` reads its row;
-    - ``expire``: the jobs past their ``expires_at`` at ``:now`` that never ran, ended;
-    - ``prune_kinds``, ``prune``: the kinds' ended holds, and the ended jobs (``:before``,
-      ``:now``), deleted.
+    - ``cancel``: the job ``:id`` at ``:now`` as ``rows.cancel_said`` reads its row.
+
+    ``asked``, ``discard`` and ``run_now`` are the kit's, as it gives ``:ids``.
     """
 
     any_due: str
     let_keys_go: str
     push: str
     push_unique: str
-    waiting: str
     push_latest: str
     push_many: str
     schedule: str
     hold_kind: str
     put_back: str
     cancel: str
-    expire: str
-    prune_kinds: str
-    prune: str
+
+    asked = """
+        SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids))
+          AND failed_at IS NULL AND cancel_asked IS NOT NULL
+        """
+    discard = """
+        DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'
+          AND id IN (SELECT value FROM json_each(:ids))
+        """
+    run_now = f"""
+        UPDATE jobs SET run_at = :now
+        WHERE id IN (SELECT value FROM json_each(:ids)) AND {listing.LATER}
+        """
 
     @table.statement
     def claim(self, most: int) -> str:

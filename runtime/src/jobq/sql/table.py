@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from jobq.status import Status
     from jobq.tally import Tally
 
-__all__ = ["Driver", "FOREVER", "SQL", "Table", "check", "statement"]
+__all__ = ["Driver", "FOREVER", "SQL", "Table", "check", "fill", "statement"]
 
 _F = TypeVar("_F", bound="Callable[..., str]")
 
@@ -71,9 +71,16 @@ class SQL:
     - ``run_now``: of the jobs ``:ids``, those waiting for later, due at ``:now``;
     - ``status``: the job ``:id``, ``rows.STATUS_COLUMNS``;
     - ``stats``: each kind's counts at ``:now``, as ``rows.stats`` reads them;
+    - ``waiting``: ``(id, run_at)`` of the job of kind ``:kind`` that waits with the key
+      ``:unique_key``;
+    - ``expire``: the jobs past their ``expires_at`` at ``:now`` that never ran, ended;
     - ``pause``: the kind ``:kind`` paused until ``:until`` (``FOREVER``: resumed by
       hand), never shortening a rate's hold; ``resume``: its pause ended;
       ``paused``: ``(kind, until)`` of the kinds paused at ``:now``;
+    - ``prune``: the ended jobs, deleted: a done one kept with its result once past its
+      ``expires_at`` (at ``:now``), the others ended before ``:before``;
+      ``prune_kinds``: the kinds whose hold or pause ended before ``:now``;
+      ``prune_locks`` (Postgres and MySQL): the lock rows of keys no job has;
     - ``beat``: the process ``:id`` recorded, or its row's every column replaced
       (``:host``, ``:pid``, ``:role``, ``:kinds``, a JSON array or NULL for every kind,
       ``:workers``, ``:started_at``, ``:beat_at``); ``stale_processes``: a row when a
@@ -83,16 +90,16 @@ class SQL:
     - ``record``: the claimed job ``:id`` (fenced by ``:attempts`` and its hold, as a
       renewal is) with each of ``:progress``, ``:metadata``, ``:checkpoint`` that is
       not NULL written; a row changed means it was written.
+
+    ``asked``, ``discard`` and ``run_now`` are each kit's, as its ``Driver.ids`` gives
+    the IDs; the rest but ``end`` and ``stats`` are defaults here.
     """
 
     end: str
     asked: str
     discard: str
-    discard_all: str
     run_now: str
     stats: str
-    pause: str
-    resume: str
 
     # The statements the same on every database, each a default a database's SQL may
     # override (as jobq.sql.listing's and jobq.sql.tally's are the same everywhere).
@@ -110,9 +117,41 @@ class SQL:
             run_at = :run_at, held_until = 0
         WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
         """
+    # A done job kept with its result is not discarded: the prune deletes it in its time.
+    discard_all = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
     # One job, with its hold and when its latest claim took it, for its status.
     status = f"SELECT {rows.STATUS_COLUMNS} FROM jobs WHERE id = :id"
+    waiting = "SELECT id, run_at FROM jobs WHERE kind = :kind AND unique_key = :unique_key"
+    # The jobs that waited past their expires_at, before any attempt began, end "expired"
+    # then, their keys let go; jobs_expires finds them (0005_jobs). MySQL's SQL writes
+    # its own, in two steps.
+    expire = """
+        UPDATE jobs SET ended = 'expired', failed_at = expires_at, unique_key = NULL, held_until = 0
+        WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
+          AND attempts = 0 AND snoozes = 0
+        """
+    # A pause replaces the kind's pause before it, but never shortens a rate's hold.
+    # ON CONFLICT: SQLite's and Postgres's upsert, as beat's; MySQL's SQL writes its own.
+    pause = """
+        INSERT INTO held_kinds (kind, held_until, paused) VALUES (:kind, :until, true)
+        ON CONFLICT (kind) DO UPDATE SET paused = true, held_until = CASE
+            WHEN held_kinds.paused OR held_kinds.held_until < excluded.held_until
+            THEN excluded.held_until ELSE held_kinds.held_until END
+        """
+    resume = "UPDATE held_kinds SET paused = false, held_until = 0 WHERE kind = :kind AND paused"
     paused = "SELECT kind, held_until FROM held_kinds WHERE paused AND held_until > :now"
+    prune = """
+        DELETE FROM jobs WHERE failed_at IS NOT NULL AND CASE WHEN ended = 'done'
+            THEN coalesce(expires_at, 0) <= :now ELSE failed_at < :before END
+        """
+    # A rate's hold-backs leave a row a kind.
+    prune_kinds = "DELETE FROM held_kinds WHERE held_until < :now"
+    prune_locks = """
+        DELETE FROM job_locks WHERE alone_key <> '' AND NOT EXISTS (
+            SELECT 1 FROM jobs
+            WHERE jobs.kind = job_locks.kind AND jobs.alone_key = job_locks.alone_key
+        )
+        """
     # ON CONFLICT: SQLite's and Postgres's upsert; MySQL's SQL writes its own.
     beat = """
         INSERT INTO job_processes (id, host, pid, role, kinds, workers, started_at, beat_at)
@@ -139,6 +178,30 @@ def statement(made: _F) -> _F:
     app's ``SQL`` must write: ``check`` names it while the app has not."""
     made.__jobq_unwritten__ = True  # type: ignore[attr-defined]
     return made
+
+
+def fill(sql: SQL, name: str, **parts: str) -> str:
+    """``sql``'s statement ``name`` with each ``{part}`` in it written as ``parts`` says.
+
+    How a kit makes a statement's variants (for the claimant's kinds, for how many
+    rows) from the one flat text an app writes: a plain replace, no format, so the
+    statement's other braces stay as they are. ConfigError when a part is not there.
+    """
+    statement = getattr(sql, name)
+    if not isinstance(statement, str):
+        raise ConfigError(
+            f"{type(sql).__qualname__}.{name} is not a statement's text: write it as one "
+            f"string, with {', '.join('{' + part + '}' for part in parts)} where the kit fills in"
+        )
+    for part, text in parts.items():
+        slot = "{" + part + "}"
+        if slot not in statement:
+            raise ConfigError(
+                f"{type(sql).__qualname__}.{name} has no {slot}, where the kit writes the "
+                f"statement's {part}: the template's jobs_db.py shows where it goes"
+            )
+        statement = statement.replace(slot, text)
+    return statement
 
 
 def check(sql: SQL) -> None:
