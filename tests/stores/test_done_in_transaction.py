@@ -15,6 +15,7 @@ import jobq
 import pytest
 import sources
 import sqlalchemy as sa
+from apptables import jobs_and_table
 
 TESTS = Path(__file__).resolve().parents[1]
 DATABASES = ["sqlite", "postgres", "mysql"]
@@ -25,21 +26,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """A database and the URL of its jobs tables, empty, and a table of the app's own:
     payments."""
     db: str = request.param
-    module = sources.store(db)
-    if db == "sqlite":
-        found = f"sqlite:///{tmp_path}/jobs.sqlite3"
-        engine = module.make_engine(found)
-        with engine.begin() as conn:
-            for statement in module.SCHEMA:
-                conn.exec_driver_sql(statement)
-    else:
-        found = request.getfixturevalue(f"{db}_tables")
-        engine = module.make_engine(found)
-    with engine.begin() as conn:
-        conn.exec_driver_sql("DROP TABLE IF EXISTS payments")
-        conn.exec_driver_sql("CREATE TABLE payments (order_id integer NOT NULL)")
-    engine.dispose()
-    return db, found
+    return db, jobs_and_table(request, tmp_path, db, "payments", "order_id integer NOT NULL")
 
 
 def _payments(engine: sa.Engine) -> list[int]:

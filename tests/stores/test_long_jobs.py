@@ -18,6 +18,7 @@ import jobq
 import pytest
 import sources
 import sqlalchemy as sa
+from apptables import jobs_and_table
 
 TESTS = Path(__file__).resolve().parents[1]
 DATABASES = ["sqlite", "postgres", "mysql"]
@@ -29,21 +30,9 @@ HOLD = 1.0  # the killed process's holds: its job is claimed again soon after
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """A database with the jobs tables, empty, and a table of the app's own: items done."""
     db: str = request.param
-    module = sources.store(db)
-    if db == "sqlite":
-        found = f"sqlite:///{tmp_path}/jobs.sqlite3"
-        engine = module.make_engine(found)
-        with engine.begin() as conn:
-            for statement in module.SCHEMA:
-                conn.exec_driver_sql(statement)
-    else:
-        found = request.getfixturevalue(f"{db}_tables")
-        engine = module.make_engine(found)
-    with engine.begin() as conn:
-        conn.exec_driver_sql("DROP TABLE IF EXISTS items_done")
-        conn.exec_driver_sql("CREATE TABLE items_done (item integer NOT NULL, attempt integer)")
-    engine.dispose()
-    return db, found
+    return db, jobs_and_table(
+        request, tmp_path, db, "items_done", "item integer NOT NULL, attempt integer"
+    )
 
 
 # The handler, in the killed process and in the test's: each item's work is a row committed.

@@ -213,15 +213,7 @@ def meta(**values: Any) -> None:
     run, job = running("meta")
     written = run.note(job)
     merged = {**written.metadata, **values}
-    try:
-        text = json.dumps(merged, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"metadata must be JSON: {e}") from None
-    if len(text.encode()) > MOST:
-        raise ValueError(
-            f"metadata would be {len(text.encode()):,} bytes of JSON, over {MOST:,}: keep IDs "
-            "and counts there, and the rest in the app's tables"
-        )
+    _text(merged, "metadata", "keep IDs and counts there, and the rest in the app's tables")
     written.metadata = merged
     run.asked(written)
 
@@ -271,15 +263,20 @@ def running(what: str) -> tuple[Notes, Job]:
 
 
 def _checkpoint_text(value: Any) -> str:
+    return _text(
+        value, "the checkpoint", "save a position (an index, a cursor, an ID), not the work"
+    )
+
+
+def _text(value: Any, what: str, advice: str) -> str:
+    """``value`` as the JSON a row keeps; ValueError, saying ``advice``, when it is too big."""
     try:
         text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"a checkpoint must be JSON: {e}") from None
-    if len(text.encode()) > MOST:
-        raise ValueError(
-            f"the checkpoint is {len(text.encode()):,} bytes of JSON, over {MOST:,}: save a "
-            "position (an index, a cursor, an ID), not the work"
-        )
+        raise ValueError(f"{what} must be JSON: {e}") from None
+    size = len(text.encode())
+    if size > MOST:
+        raise ValueError(f"{what} would be {size:,} bytes of JSON, over {MOST:,}: {advice}")
     return text
 
 
