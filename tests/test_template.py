@@ -478,9 +478,28 @@ def test_copier_update_from_the_previous_release_keeps_the_jobs_and_gives_no_id_
         assert "attempt 1: done" in myapp("jobs", "run-due")
         before = sorted(kept())
         assert [row[0] for row in before] in ([1, 2], ["1", "2"])
+        # The app's own edits: a kind's options, its keep, and a command of its own.
+        kinds = app / "src" / APP / "kinds.py"
+        edited = (
+            kinds.read_text()
+            .replace('"welcome-mail", attempts=10,', '"welcome-mail", attempts=12,')
+            .replace("KEEP_FAILED = timedelta(days=30)", "KEEP_FAILED = timedelta(days=90)")
+        )
+        assert edited != kinds.read_text()
+        kinds.write_text(edited)
+        cli = app / "src" / APP / "cli.py"
+        cli.write_text(
+            cli.read_text() + "\n\n@cli.command()\ndef hello() -> None:\n"
+            '    """The app\'s own command."""\n    typer.echo("hello from the app")\n'
+        )
+        _git(app, "commit", "-q", "-am", "the app's own kinds and command")
 
         _update(app)
         assert re.search(r" is up to date: \d{4}_jobs, app_0002\.$", myapp("migrate"))
+        assert '"welcome-mail", attempts=12,' in kinds.read_text(), "its kind's edit kept"
+        assert "KEEP_FAILED = timedelta(days=90)" in kinds.read_text()
+        assert myapp("hello") == "hello from the app\n", "its own command kept, beside jobq's"
+        assert "kept for 90 days" in myapp("jobs"), "its keep read by jobq's jobs command"
 
         # The jobs are as they were, IDs and all: one waits, and one is listed as failed.
         assert sorted(kept()) == before
