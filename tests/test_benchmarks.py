@@ -23,6 +23,7 @@ SMALL = {
         "benchmarks/peers.py --jobs 200 --repeat 1 --no-peers --purge-wait 1 --processes 2",
         "| ours, 2 processes of",
     ),
+    "progress": ("benchmarks/progress.py --items 500 --rounds 1", "a call of jobq.progress"),
     "hops": ("benchmarks/hops.py --jobs 200 --repeat 1", "| MariaDB | 128 |"),
     "push": ("benchmarks/push.py --rounds 1 --size 20 --many 100", "MariaDB"),
     "result": ("benchmarks/result.py --jobs 1 --only postgres", "Postgres, polled"),

@@ -48,6 +48,7 @@ __all__ = [
 EVERY = 1.0  # seconds between two writes of one job's progress and metadata, at least
 MOST = 64 * 1024  # bytes of JSON a job's metadata, or its checkpoint, holds at most
 _NOTE_MOST = 200  # characters of a progress note
+_NUMBERS = (int, float)  # not bool, whose type is neither
 
 
 class _Note:
@@ -57,7 +58,8 @@ class _Note:
 
     def __init__(self, job: Job) -> None:
         self.job = job  # as its attempt claimed it: the fence
-        self.progress = job.progress
+        # As its claim read it (JSON text), or as the handler last said it: (done, total, note).
+        self.progress: str | tuple[float, float | None, str | None] | None = job.progress
         self.metadata: dict[str, Any] = _object(job.metadata)
         self.checkpoint = job.checkpoint
         self.pending = False  # progress or metadata asked since the last write
@@ -84,6 +86,9 @@ class Notes:
                 f"{self._calls.store!r} keeps no progress, metadata or checkpoint: it is no "
                 "jobq.ProgressStore (jobs_db.py from jobs-starter 0.3 is one; migrate to 0007_jobs)"
             )
+        found = self._notes.get(job.id)  # a dict's get is atomic: the lock only to make one
+        if found is not None and found.job.attempts == job.attempts:
+            return found
         with self._lock:
             found = self._notes.get(job.id)
             if found is None or found.job.attempts != job.attempts:
@@ -96,9 +101,11 @@ class Notes:
 
     def asked(self, note: _Note) -> None:
         """Progress or metadata changed: write it within a second (on the loop)."""
+        if note.pending:
+            return  # a write is on its way, and takes the latest (read once more below)
         with self._lock:
             if note.pending:
-                return  # a write is on its way, and takes the latest
+                return
             note.pending = True
         if _on(self._loop):
             self._schedule(note)
@@ -119,7 +126,7 @@ class Notes:
         try:
             with self._lock:
                 note.pending = False
-                progress, metadata = note.progress, _json(note.metadata)
+                progress, metadata = _progress_text(note.progress), _json(note.metadata)
             self._last[note.job.id] = time.monotonic()
             assert self._store is not None
             await self._calls.call(self._store.record, note.job, progress, metadata, None)
@@ -145,7 +152,7 @@ class Notes:
         if note.pending:
             await self._record(note)
         job.progress, job.metadata, job.checkpoint = (
-            note.progress,
+            _progress_text(note.progress),
             _json(note.metadata),
             note.checkpoint,
         )
@@ -186,19 +193,19 @@ def progress(done: float, total: float | None = None, note: str | None = None) -
     Throttled: written at most once a second, the last one always, so call it
     as often as it changes. Read by a status, ``./myapp jobs show`` and the page.
     """
-    for name, number in (("done", done), ("total", total)):
-        if number is not None and (
-            isinstance(number, bool)
-            or not isinstance(number, int | float)
-            or not math.isfinite(number)
-            or number < 0
-        ):
-            raise ValueError(f"progress {name} is {number!r}: give a finite number, 0 or more")
-    if note is not None and (not isinstance(note, str) or len(note) > _NOTE_MOST):
+    # Checked as cheaply as may be: a handler calls it for each item (NaN fails the range).
+    if type(done) not in _NUMBERS or not 0 <= done < math.inf:
+        raise ValueError(f"progress done is {done!r}: give a finite number, 0 or more")
+    if total is not None and (type(total) not in _NUMBERS or not 0 <= total < math.inf):
+        raise ValueError(f"progress total is {total!r}: give a finite number, 0 or more")
+    if note is not None and (type(note) is not str or len(note) > _NOTE_MOST):
         raise ValueError(f"a progress note is text of {_NOTE_MOST} characters at most")
-    run, job = running("progress")
+    try:
+        run, job = notes.get(), current.get()
+    except LookupError:
+        raise LookupError("progress() is for code that a job's handler runs") from None
     written = run.note(job)
-    written.progress = json.dumps({"done": done, "total": total, "note": note})
+    written.progress = (done, total, note)  # encoded as it is written, once a second at most
     run.asked(written)
 
 
@@ -295,6 +302,13 @@ def _object(text: str | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return found if isinstance(found, dict) else {}
+
+
+def _progress_text(said: str | tuple[float, float | None, str | None] | None) -> str | None:
+    if said is None or isinstance(said, str):
+        return said
+    done, total, note = said
+    return json.dumps({"done": done, "total": total, "note": note})
 
 
 def _json(metadata: dict[str, Any]) -> str | None:
