@@ -1,38 +1,35 @@
-"""What the web app needs of its server, whichever framework web.py is written in.
-
-The queue runs in the ASGI lifespan, beside the server, and stops with it; a
-queue that dies stops the server; a request that finds the database down is
-answered 503, as one line in the log.
-"""
+"""What the web app needs of its server, whichever framework web.py is written in: jobq.server's,
+given this app's queue, database and migrations' check (a server does not start on a database
+that is down, or that lacks the tables: whatever runs it starts it again later)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import hmac
-import logging
 from typing import TYPE_CHECKING, Protocol
 
-import jobq
-from jobq.probe import answer
-from jobq.request_id import log_request_ids
-from sqlalchemy import exc
-from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse, PlainTextResponse
+from jobq import server
+from jobq.server import DATABASE_DOWN, QueueDied, database_down
 
 from .migrate import check
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
 
-    from starlette.requests import Request
     from starlette.responses import Response
     from starlette.types import ASGIApp
 
     from .app import App
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "DATABASE_DOWN",
+    "MakeAsgi",
+    "QueueDied",
+    "database_down",
+    "lifespan",
+    "metrics",
+    "probe",
+    "serve",
+]
 
 
 class MakeAsgi(Protocol):
@@ -43,136 +40,24 @@ class MakeAsgi(Protocol):
     ) -> ASGIApp: ...
 
 
-class QueueDied(Exception):
-    """The queue stopped with an error while the server served, and the server stopped with it."""
-
-
-def serve(
-    app: App,
-    make_asgi: MakeAsgi,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-) -> None:
-    """Serve ``make_asgi(app, queue_died=...)`` with uvicorn until a signal stops it or its
-    queue dies.
-
-    A queue that dies (a schedule whose ``next_after`` raises, say) stops the
-    server at once, and this raises QueueDied: an app serving requests with no
-    one to run their jobs would look healthy while its jobs pile up, so it
-    ends, and whatever runs it (systemd, Kubernetes, a shell) sees it fail.
-
-    For the same reason it does not start on a database that is down, or that
-    lacks the tables (Unmigrated), rather than serve while every push fails: the
-    error is raised here, and whatever runs the server starts it again later.
-    """
-    import uvicorn  # here: the other commands need none of it
-
+def serve(app: App, make_asgi: MakeAsgi, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Serve ``app`` with uvicorn until a signal stops it, or its queue dies (QueueDied)."""
     check(app.engine)
-
-    died: list[BaseException] = []
-
-    def queue_died(error: BaseException) -> None:
-        died.append(error)
-        server.should_exit = True  # as SIGTERM does: stop serving, then the lifespan's end
-
-    log_request_ids()  # on the handlers that logging's set-up gave the root logger
-    server = uvicorn.Server(uvicorn.Config(make_asgi(app, queue_died=queue_died), host, port))
-    server.run()
-    if died:
-        error = died[0]
-        raise QueueDied(
-            f"the job queue stopped with an error, and the server with it: "
-            f"{type(error).__name__}: {error} (its traceback is in the log above)"
-        ) from error
+    server.serve(lambda queue_died: make_asgi(app, queue_died=queue_died), host, port)
 
 
 def lifespan(
     app: App, queue_died: Callable[[BaseException], None] | None
 ) -> Callable[[object], AbstractAsyncContextManager[None]]:
-    """The ASGI lifespan that starts the queue with the server and stops it with it.
-
-    ``queue_died`` is called, in the server's event loop, when the queue stops
-    with an error while the server serves; ``serve`` stops the server then.
-    Without it (as under a test client) the error is raised as the lifespan ends.
-    """
-
-    @contextlib.asynccontextmanager
-    async def queue_beside(_: object) -> AsyncIterator[None]:
-        if app.workers == 0:
-            yield  # this instance only pushes
-            return
-        running = asyncio.create_task(app.queue.run(), name="jobq")
-
-        def ended(task: asyncio.Task[None]) -> None:
-            error = None if task.cancelled() else task.exception()
-            if error is not None and queue_died is not None:
-                queue_died(error)
-
-        running.add_done_callback(ended)
-        try:
-            yield
-        finally:
-            # Running jobs get the queue's grace to finish; the rest go back, due at once.
-            app.queue.stop()
-            if queue_died is None:
-                await running  # raises the queue's error, if it died
-            else:
-                await asyncio.wait([running])  # its error went to queue_died as it died
-
-    return queue_beside
-
-
-# What a request meets when the database is down or locked past the busy timeout:
-# the request may be tried again as it is, so it answers 503, not a 500.
-DATABASE_DOWN: tuple[type[Exception], ...] = (
-    exc.OperationalError,
-    exc.InterfaceError,
-    exc.TimeoutError,  # the pool's: no connection came free in time
-    jobq.StoreUnavailable,
-    jobq.StoreLocked,
-)
-
-
-async def database_down(request: Request, error: Exception) -> Response:
-    """503 with one line, and one line in the log: the database failed, not the request."""
-    said = " ".join(str(error).split("\n", 1)[0].split())
-    path, kind = request.url.path, type(error).__name__
-    log.error('a request found the database down path=%s err="%s: %s"', path, kind, said)
-    return JSONResponse(
-        {"error": "the database cannot be reached: try again shortly"},
-        status_code=503,
-        headers={"Retry-After": "5"},
-    )
+    """The ASGI lifespan that runs the app's queue with the server (jobq.server.lifespan)."""
+    return server.lifespan(app.queue, app.workers, queue_died)
 
 
 async def metrics(app: App, token: str, authorization: str) -> Response:
-    """The queue's Prometheus metrics, for a scraper that gives ``token`` (METRICS_TOKEN) as
-    a bearer token in ``authorization``."""
-    if not hmac.compare_digest(authorization.encode(), f"Bearer {token}".encode()):
-        return PlainTextResponse(
-            "give METRICS_TOKEN as a bearer token\n",
-            status_code=401,
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    body = await run_in_threadpool(app.metrics.exposition)  # it reads the database
-    return PlainTextResponse(body, media_type=app.metrics.content_type)
+    """GET /metrics, for a scraper that gives METRICS_TOKEN as a bearer token."""
+    return await server.metrics(app.metrics, token, authorization)
 
 
 async def probe(app: App, path: str) -> Response:
-    """``GET /healthz`` (the process is up) and ``GET /readyz``: 200 while the queue ticked
-    within two polls (jobq.probe), or, on an instance that runs no jobs (QUEUE_WORKERS=0),
-    while the database answers; else 503, with a line of JSON that says why."""
-    if path == "/readyz" and app.workers == 0:
-        try:
-            await run_in_threadpool(_answers, app)
-        except exc.SQLAlchemyError as error:
-            reason = " ".join(str(error).split("\n")[0].split())
-            return JSONResponse({"ready": False, "reason": reason}, status_code=503)
-        return JSONResponse({"ready": True, "reason": "the database answers"})
-    status, body = answer(app.queue, path)
-    return JSONResponse(body, status_code=status)
-
-
-def _answers(app: App) -> None:
-    with app.engine.connect() as conn:
-        conn.exec_driver_sql("SELECT 1")
+    """GET /healthz and GET /readyz (jobq.server.probe)."""
+    return await server.probe(app.queue, app.engine, app.workers, path)
