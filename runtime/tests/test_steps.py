@@ -87,8 +87,10 @@ def test_a_graceful_stop_gives_the_job_back_between_two_steps_and_it_resumes(
     ran: list[int] = []
     at_five, stop_asked = threading.Event(), threading.Event()
 
+    observed: list[jobq.Ran] = []
+
     def queue() -> tuple[jobq.Queue, jobq.Kind[int]]:
-        q = jobq.Queue(store, poll=0.05, grace=30.0)
+        q = jobq.Queue(store, poll=0.05, grace=30.0, observe=observed.append)
 
         @q.kind("long", attempts=1)
         def long(items: int) -> None:
@@ -118,9 +120,14 @@ def test_a_graceful_stop_gives_the_job_back_between_two_steps_and_it_resumes(
     assert status.job is not None
     assert status.job.attempts == 0, "a stop spends no attempt (the kind has only one)"
     assert status.job.checkpoint == '{"steps": 6}'
+    [gone_back] = observed
+    assert (gone_back.outcome, gone_back.attempt) == (jobq.Outcome.RETRIED, 1), (
+        "observed as the status says: back to run, its attempt not spent"
+    )
     second, _ = queue()
     assert second.drain() == 1
     assert ran == list(range(20)), "each item once: the stop came between two steps"
+    assert [(r.outcome, r.attempt) for r in observed[1:]] == [(jobq.Outcome.DONE, 1)]
     assert second.status(id).state == "unknown"
 
 
