@@ -1,229 +1,38 @@
 """Run the app's migrations: the template's branch ("jobs") and the app's own ("app").
 
-Alembic is imported only to migrate. The check every command makes first (is
-the database migrated?) reads the version table and the versions' files
-itself: alembic's import was a third of each command's start.
+What is done with them is jobq's (jobq.sql.migrations), the same in every app;
+here are the app's folder of migrations, its engine, and the names its
+commands, server and tests use.
 """
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from sqlalchemy import inspect, text
+from jobq.sql.migrations import TABLES, Migrations, Unmigrated
 
 from . import settings
 from .jobs_db import make_engine
 
-if TYPE_CHECKING:
-    from alembic.config import Config
-    from sqlalchemy.engine import Engine
+__all__ = [
+    "MIGRATIONS",
+    "TABLES",
+    "Unmigrated",
+    "check",
+    "config",
+    "current",
+    "current_at",
+    "heads",
+    "migrate",
+    "missing_columns",
+    "revisions",
+    "upgrade",
+]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
-
-class Unmigrated(Exception):
-    """The database lacks tables this version of the app needs: its migrations have not run."""
-
-
-# The app's tables that the template's migrations make: a database that has one of them but
-# no alembic_version was made otherwise (by hand, by another tool, or had its version dropped).
-TABLES = ("jobs", "schedules", "held_kinds", "job_tallies")
-
-
-def config(url: str) -> Config:
-    """Alembic's config for the database at ``url``, with no alembic.ini needed."""
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    cfg.attributes["url"] = url  # not a main option: a % in a password would break its parsing
-    return cfg
-
-
-def revisions() -> set[str]:
-    """Every revision this version of the app's migrations know, of every branch."""
-    known: set[str] = set()
-    for path in (MIGRATIONS / "versions").glob("*.py"):
-        found = _revision_of(path)
-        if found is None:
-            from alembic.script import ScriptDirectory
-
-            return {script.revision for script in ScriptDirectory(str(MIGRATIONS)).walk_revisions()}
-        known.add(found[0])
-    return known
-
-
-def heads() -> list[str]:
-    """The last migration of each branch, sorted: where ``migrate`` brings a database.
-
-    Read from each file's ``revision`` and ``down_revision``, as alembic writes
-    them; a file that gives them otherwise has alembic read them all.
-    """
-    revisions: set[str] = set()
-    revised: set[str] = set()
-    for path in (MIGRATIONS / "versions").glob("*.py"):
-        found = _revision_of(path)
-        if found is None:
-            from alembic.script import ScriptDirectory
-
-            return sorted(ScriptDirectory(str(MIGRATIONS)).get_heads())
-        revisions.add(found[0])
-        revised.update(found[1])
-    return sorted(revisions - revised)
-
-
-def _revision_of(path: Path) -> tuple[str, tuple[str, ...]] | None:
-    """A migration's revision and those it revises, from its literals; None if not so given."""
-    given: dict[str, object] = {}
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if isinstance(target, ast.Name) and target.id in ("revision", "down_revision"):
-            try:
-                given[target.id] = ast.literal_eval(value)
-            except ValueError:
-                return None
-    revision, down = given.get("revision"), given.get("down_revision")
-    if not isinstance(revision, str):
-        return None
-    downs = (down,) if isinstance(down, str) else () if down is None else down
-    if not isinstance(downs, tuple | list) or not all(isinstance(d, str) for d in downs):
-        return None
-    return revision, tuple(downs)
-
-
-def migrate(url: str) -> list[str]:
-    """Upgrade the database at ``url`` to every head; return the heads, sorted."""
-    return upgrade(url)[1]
-
-
-def upgrade(url: str, *, stamp: bool = False) -> tuple[list[str], list[str]]:
-    """``migrate``, and say from where: the heads the database was at, and the heads, sorted.
-
-    Where it was is read as the migrations begin, under their lock on Postgres
-    and MySQL (migrations/env.py): of two at once, the second finds the tables
-    the first made, and says it had nothing to do. Raises Unmigrated, changing
-    nothing, for a database that a newer version of the app migrated, or whose
-    tables have no alembic_version (``stamp``: record them as this version's
-    own, as alembic stamp does, without running a migration).
-    """
-    from alembic import command
-    from alembic.script import ScriptDirectory
-
-    cfg = config(url)
-    engine = make_engine(url)
-    try:
-        at, tables = current(engine), _unversioned(engine)
-    finally:
-        engine.dispose()
-    _check_known(at)
-    if stamp:
-        if not tables:
-            raise Unmigrated(
-                f"--stamp records the app's tables that have no alembic_version, and the "
-                f"database has none such: run ./{settings.APP_NAME} migrate"
-            )
-        command.stamp(cfg, "heads")
-        return [], sorted(ScriptDirectory.from_config(cfg).get_heads())
-    if tables:
-        raise Unmigrated(_stamp_advice(tables))
-    command.upgrade(cfg, "heads")
-    before: list[str] = cfg.attributes.get("before", [])
-    return before, sorted(ScriptDirectory.from_config(cfg).get_heads())
-
-
-def current(engine: Engine) -> list[str]:
-    """The migrations the database has run to, sorted: none before the first ``migrate``."""
-    # A read needs no write lock (SQLite's store begins with one, unless told not to).
-    with engine.execution_options(sqlite_begin="DEFERRED").connect() as conn:
-        if not inspect(conn).has_table("alembic_version"):
-            return []
-        return sorted(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
-
-
-def current_at(url: str) -> list[str]:
-    """``current`` for the database at ``url``, on an engine of its own."""
-    engine = make_engine(url)
-    try:
-        return current(engine)
-    finally:
-        engine.dispose()
-
-
-def check(engine: Engine) -> None:
-    """Raise Unmigrated unless the database has run every migration of this version of the app.
-
-    Its commands and its server check first, so that a database without the
-    tables says what to do, rather than fail on the first table a query reads.
-    """
-    at, wanted = current(engine), heads()
-    if at == wanted:
-        return
-    migrate = f"run ./{settings.APP_NAME} migrate"
-    _check_known(at)
-    if not at:
-        tables = _unversioned(engine)
-        if tables:
-            raise Unmigrated(_stamp_advice(tables))
-        raise Unmigrated(f"the database has none of the app's tables: {migrate}")
-    raise Unmigrated(
-        f"the database's tables are at {', '.join(at)}, and this version of the app needs "
-        f"{', '.join(wanted)}: {migrate}"
-    )
-
-
-def _check_known(at: list[str]) -> None:
-    """Raise Unmigrated when the database is at a revision this version of the app does not
-    know: a newer version migrated it, and no migration of this one can take it back."""
-    unknown = sorted(set(at) - revisions())
-    if unknown:
-        raise Unmigrated(
-            f"the database's tables are at {', '.join(unknown)}, which this version of the "
-            f"app does not know: a newer version migrated them, so this app is older than its "
-            f"database. Upgrade the app (copier update, or deploy the newer version); "
-            f"./{settings.APP_NAME} migrate cannot take a database back"
-        )
-
-
-def _unversioned(engine: Engine) -> list[str]:
-    """Which of the app's TABLES the database has with no alembic_version table: none when it
-    has one. (Alembic makes that table first, under migrate's lock on Postgres and MySQL, so
-    a migrate under way elsewhere never looks unversioned.)"""
-    with engine.execution_options(sqlite_begin="DEFERRED").connect() as conn:
-        seen = inspect(conn)
-        if seen.has_table("alembic_version"):
-            return []
-        return [table for table in TABLES if seen.has_table(table)]
-
-
-def _stamp_advice(tables: list[str]) -> str:
-    return (
-        f"the database has the app's tables ({', '.join(tables)}) but no alembic_version, "
-        f"which says which migrations made them: if they are as this version's migrations "
-        f"make them, record so with ./{settings.APP_NAME} migrate --stamp (then "
-        f"./{settings.APP_NAME} migrate checks them); if not, move them aside and run "
-        f"./{settings.APP_NAME} migrate"
-    )
-
-
-def missing_columns(url: str) -> list[str]:
-    """The columns of the jobs table that the store reads and the database lacks, as
-    ``jobs.name``: none, unless a hand dropped or renamed one (no migration mends that)."""
-    from jobq.sql.rows import STATUS_COLUMNS
-
-    engine = make_engine(url)
-    try:
-        with engine.execution_options(sqlite_begin="DEFERRED").connect() as conn:
-            seen = inspect(conn)
-            if not seen.has_table("jobs"):
-                return []
-            has = {column["name"] for column in seen.get_columns("jobs")}
-    finally:
-        engine.dispose()
-    return [f"jobs.{name}" for name in STATUS_COLUMNS.split(", ") if name not in has]
+_MIGRATIONS = Migrations(MIGRATIONS, make_engine, app=f"./{settings.APP_NAME}", tables=TABLES)
+config, revisions, heads = _MIGRATIONS.config, _MIGRATIONS.revisions, _MIGRATIONS.heads
+migrate, upgrade, check = _MIGRATIONS.migrate, _MIGRATIONS.upgrade, _MIGRATIONS.check
+current, current_at = _MIGRATIONS.current, _MIGRATIONS.current_at
+missing_columns = _MIGRATIONS.missing_columns

@@ -1,0 +1,81 @@
+"""jobq.sql.migrations: an app's migrations read without Alembic (their heads, the database's
+place) and each way a database is not migrated said with what to type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from jobq.sql.migrations import Migrations, Unmigrated
+
+
+def _version(folder: Path, revision: str, down: str | None, branch: str | None = None) -> None:
+    labels = f"({branch!r},)" if branch else "None"
+    (folder / "versions" / f"{revision}.py").write_text(
+        f'revision = "{revision}"\n'
+        f"down_revision: str | None = {down!r}\n"
+        f"branch_labels: tuple[str, ...] | None = {labels}\n"
+    )
+
+
+@pytest.fixture
+def migrations(tmp_path: Path) -> Migrations:
+    folder = tmp_path / "migrations"
+    (folder / "versions").mkdir(parents=True)
+    _version(folder, "0001_jobs", None, "jobs")
+    _version(folder, "0002_jobs", "0001_jobs")
+    _version(folder, "app_0001", None, "app")
+    return Migrations(folder, sa.create_engine, app="./shop")
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> sa.Engine:
+    return sa.create_engine(f"sqlite:///{tmp_path}/app.sqlite3")
+
+
+def _at(engine: sa.Engine, *revisions: str) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE alembic_version (version_num VARCHAR(32))")
+        for revision in revisions:
+            conn.execute(sa.text("INSERT INTO alembic_version VALUES (:r)"), {"r": revision})
+
+
+def test_the_heads_and_revisions_are_read_from_the_files(migrations: Migrations) -> None:
+    assert migrations.heads() == ["0002_jobs", "app_0001"]
+    assert migrations.revisions() == {"0001_jobs", "0002_jobs", "app_0001"}
+
+
+def test_a_database_at_the_heads_is_migrated(migrations: Migrations, engine: sa.Engine) -> None:
+    _at(engine, "app_0001", "0002_jobs")
+    migrations.check(engine)
+    assert migrations.current(engine) == ["0002_jobs", "app_0001"]
+
+
+def test_each_database_not_migrated_says_what_to_type(
+    migrations: Migrations, engine: sa.Engine, tmp_path: Path
+) -> None:
+    with pytest.raises(Unmigrated, match=r"none of the app's tables: run \./shop migrate$"):
+        migrations.check(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE jobs (id INTEGER PRIMARY KEY)")
+    with pytest.raises(Unmigrated, match=r"record so with \./shop migrate --stamp"):
+        migrations.check(engine)
+    behind = sa.create_engine(f"sqlite:///{tmp_path}/behind.sqlite3")
+    _at(behind, "0001_jobs", "app_0001")
+    with pytest.raises(Unmigrated, match=r"needs 0002_jobs, app_0001: run \./shop migrate$"):
+        migrations.check(behind)
+    ahead = sa.create_engine(f"sqlite:///{tmp_path}/ahead.sqlite3")
+    _at(ahead, "0003_jobs", "app_0001")
+    with pytest.raises(Unmigrated, match=r"at 0003_jobs, which this version of the app does not"):
+        migrations.check(ahead)
+
+
+def test_the_columns_a_hand_dropped_are_named(migrations: Migrations, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/dropped.sqlite3"
+    with sa.create_engine(url).begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE jobs (id INTEGER PRIMARY KEY, kind TEXT)")
+    missing = migrations.missing_columns(url)
+    assert "jobs.payload" in missing
+    assert "jobs.kind" not in missing
