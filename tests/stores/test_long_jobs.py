@@ -1,15 +1,18 @@
 """A long job on each database: a 20-item job under jobq.steps, its progress read by another
 process within 2 s as it runs, killed -9 at an item, resumes after the last item it
-checkpointed: no item before it runs again, the one in flight at most."""
+checkpointed: no item before it runs again, the one in flight at most. Stopped gracefully
+between two items, it goes back at once, its attempt not spent, and resumes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -131,3 +134,52 @@ def test_a_job_killed_at_an_item_resumes_after_the_last_item_it_checkpointed(
 
 def _done(progress: str) -> object:
     return json.loads(progress)["done"]
+
+
+def test_a_graceful_stop_gives_the_job_back_between_two_steps_and_it_resumes(
+    database: tuple[str, str],
+) -> None:
+    db, url = database
+    module = sources.store(db)
+    engine = module.make_engine(url)
+    jobs = module.Jobs(engine)
+    at_five, stop_asked = threading.Event(), threading.Event()
+
+    def queue() -> jobq.Queue:
+        q = jobq.Queue(jobs, poll=0.05, grace=30.0)
+
+        @q.kind("export", attempts=1)
+        def export(items: int) -> None:
+            attempt = jobq.current_job().attempts
+            for item in jobq.steps(range(items)):
+                with engine.begin() as conn:
+                    conn.execute(
+                        sa.text("INSERT INTO items_done VALUES (:item, :attempt)"),
+                        {"item": item, "attempt": attempt},
+                    )
+                if item == 5 and not stop_asked.is_set():
+                    at_five.set()
+                    assert stop_asked.wait(10)  # the stop comes as this item works
+
+        return q
+
+    first = queue()
+    job = jobq.Job(kind="export", payload=str(ITEMS), run_at=datetime.now(UTC))
+    jobs.push(job)
+
+    async def run_until_item_five() -> None:
+        running = asyncio.create_task(first.run())
+        assert await asyncio.to_thread(at_five.wait, 30)
+        first.stop()
+        stop_asked.set()
+        await asyncio.wait_for(running, 20)  # not the grace's 30 s: it went back at once
+
+    asyncio.run(run_until_item_five())
+    status = jobs.status(job.id, datetime.now(UTC))
+    assert status is not None
+    assert status.job is not None
+    assert (status.state, status.job.attempts) == ("waiting", 0), "its attempt not spent"
+    assert status.job.checkpoint == '{"steps": 6}'
+    assert queue().drain() == 1
+    assert _items(engine) == [(item, 1) for item in range(ITEMS)], "each item once, resumed"
+    engine.dispose()
