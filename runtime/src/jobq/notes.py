@@ -54,7 +54,9 @@ _NUMBERS = (int, float)  # not bool, whose type is neither
 class _Note:
     """One running job's writes: what was asked, what is written, what waits for its turn."""
 
-    __slots__ = ("checkpoint", "due", "job", "metadata", "pending", "progress", "writing")
+    __slots__ = (
+        "checkpoint", "due", "job", "metadata", "pending", "progress", "writing", "written_at",
+    )  # fmt: skip
 
     def __init__(self, job: Job) -> None:
         self.job = job  # as its attempt claimed it: the fence
@@ -65,6 +67,7 @@ class _Note:
         self.pending = False  # progress or metadata asked since the last write
         self.due: asyncio.TimerHandle | None = None
         self.writing: asyncio.Task[None] | None = None
+        self.written_at = -math.inf  # when its progress and metadata were last written
 
 
 class Notes:
@@ -75,7 +78,6 @@ class Notes:
         self._calls, self._loop = calls, loop
         self._lock = threading.Lock()  # handlers in threads write beside the loop
         self._notes: dict[str, _Note] = {}
-        self._last: dict[str, float] = {}  # when each job's progress was last written
         # The queue stops: jobq.steps gives its job back between two steps.
         self.stopping = False
 
@@ -115,7 +117,7 @@ class Notes:
     def _schedule(self, note: _Note) -> None:
         if note.due is not None or note.writing is not None:
             return  # the write after the one under way, or the one due, takes it
-        wait = self._last.get(note.job.id, -math.inf) + EVERY - time.monotonic()
+        wait = note.written_at + EVERY - time.monotonic()
         note.due = self._loop.call_later(max(wait, 0.0), self._write, note)
 
     def _write(self, note: _Note) -> None:
@@ -127,7 +129,7 @@ class Notes:
             with self._lock:
                 note.pending = False
                 progress, metadata = _progress_text(note.progress), _json(note.metadata)
-            self._last[note.job.id] = time.monotonic()
+            note.written_at = time.monotonic()
             assert self._store is not None
             await self._calls.call(self._store.record, note.job, progress, metadata, None)
         except Exception as e:  # the store's: the next write tries again
@@ -143,7 +145,6 @@ class Notes:
         note = self._notes.pop(job.id, None)
         if note is None:
             return
-        self._last.pop(job.id, None)
         if note.due is not None:
             note.due.cancel()
             note.due = None
@@ -160,14 +161,12 @@ class Notes:
     def drop(self, job: Job) -> None:
         """``job``'s attempt ended without a settle (put back): nothing more of it written."""
         note = self._notes.pop(job.id, None)
-        self._last.pop(job.id, None)
         if note is not None and note.due is not None:
             note.due.cancel()
 
     def saved(self, job: Job) -> str | None:
         """``job``'s latest checkpoint: this attempt's, else the one its claim read."""
-        with self._lock:
-            found = self._notes.get(job.id)
+        found = self._notes.get(job.id)  # a dict's get is atomic, as in note()
         return job.checkpoint if found is None else found.checkpoint
 
     def save_waiting(self, note: _Note, value: str) -> None:
@@ -200,10 +199,7 @@ def progress(done: float, total: float | None = None, note: str | None = None) -
         raise ValueError(f"progress total is {total!r}: give a finite number, 0 or more")
     if note is not None and (type(note) is not str or len(note) > _NOTE_MOST):
         raise ValueError(f"a progress note is text of {_NOTE_MOST} characters at most")
-    try:
-        run, job = notes.get(), current.get()
-    except LookupError:
-        raise LookupError("progress() is for code that a job's handler runs") from None
+    run, job = running("progress")
     written = run.note(job)
     written.progress = (done, total, note)  # encoded as it is written, once a second at most
     run.asked(written)

@@ -62,18 +62,9 @@ class Steps(Generic[T]):
 
     async def __aiter__(self) -> AsyncIterator[T]:
         run, done = _begun()
-        if isinstance(self._items, AsyncIterable):
-            skipped, start = 0, done
-            async for item in self._items:
-                if skipped < start:  # done by an earlier attempt
-                    skipped += 1
-                    continue
-                yield item
-                done += 1
-                await acheckpoint({_KEY: done})
-                self._said(run, done)
-            return
-        for item in islice(self._items, done, None):
+        items = self._items
+        left = _after(items, done) if isinstance(items, AsyncIterable) else _each(items, done)
+        async for item in left:
             yield item
             done += 1
             await acheckpoint({_KEY: done})
@@ -92,6 +83,22 @@ def steps(items: Iterable[T] | AsyncIterable[T], *, total: int | None = None) ->
     if total is None and isinstance(items, Sized):
         total = len(items)
     return Steps(items, total)
+
+
+async def _after(items: AsyncIterable[T], done: int) -> AsyncIterator[T]:
+    """``items`` from the one after the first ``done``, which an earlier attempt did."""
+    skipped = 0
+    async for item in items:
+        if skipped < done:
+            skipped += 1
+            continue
+        yield item
+
+
+async def _each(items: Iterable[T], done: int) -> AsyncIterator[T]:
+    """``items`` from the one after the first ``done``, for an ``async for``."""
+    for item in islice(items, done, None):
+        yield item
 
 
 def _begun() -> tuple[Notes, int]:
