@@ -40,6 +40,8 @@ BUILT_IN_ORDER = (
     "progress",
     "metadata",
     "checkpoint",
+    "batch_id",
+    "awaited",
 )
 
 

@@ -104,6 +104,31 @@ SCHEMA = (
     """,
     "ALTER TABLE jobs ADD COLUMN progress LONGTEXT, ADD COLUMN metadata LONGTEXT,"
     " ADD COLUMN checkpoint LONGTEXT",
+    # 0007_jobs too: batches and the jobs that wait for others (jobq.sql.workflow).
+    "ALTER TABLE jobs ADD COLUMN batch_id BIGINT, ADD COLUMN waiting VARCHAR(8),"
+    " ADD COLUMN awaited SMALLINT, ADD INDEX jobs_batch (batch_id)",
+    """
+    CREATE TABLE job_batches (
+        id         BIGINT NOT NULL PRIMARY KEY,
+        total      INT NOT NULL,
+        pending    INT NOT NULL,
+        done       INT NOT NULL,
+        failed     INT NOT NULL,
+        cancelled  INT NOT NULL,
+        expired    INT NOT NULL,
+        created_at BIGINT NOT NULL,
+        ended_at   BIGINT
+    ) ENGINE=InnoDB
+    """,
+    """
+    CREATE TABLE job_waits (
+        job_id    BIGINT NOT NULL,
+        waits_for BIGINT NOT NULL,
+        anyway    SMALLINT NOT NULL,
+        PRIMARY KEY (job_id, waits_for),
+        INDEX job_waits_for (waits_for)
+    ) ENGINE=InnoDB
+    """,
 )
 
 # No partial indexes: jobs_due leads with failed_at, so the claim reads its NULL end
@@ -126,7 +151,7 @@ class SQL(mysql.SQL):
     claim = """
         SELECT id, kind, payload, run_at, attempts, error, failed_at, unique_key, alone_key,
             at_once, carried, priority, claimed_by, max_attempts, snoozes, ended, cancel_asked,
-            expires_at, progress, metadata, checkpoint
+            expires_at, progress, metadata, checkpoint, batch_id, awaited
         FROM jobs AS due FORCE INDEX (jobs_due)
         WHERE due.failed_at IS NULL AND due.run_at <= :now AND due.held_until <= :now
         AND 0 = (
@@ -345,6 +370,7 @@ class SQL(mysql.SQL):
     expired = """
         SELECT id FROM jobs FORCE INDEX (jobs_expires)
         WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
+          AND batch_id IS NULL AND awaited IS NULL
           AND attempts = 0 AND snoozes = 0
         ORDER BY id LIMIT 1000
         """

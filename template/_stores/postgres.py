@@ -90,6 +90,24 @@ SCHEMA = (
     """,
     "ALTER TABLE jobs ADD COLUMN progress text, ADD COLUMN metadata text,"
     " ADD COLUMN checkpoint text",
+    # 0007_jobs too: batches and the jobs that wait for others (jobq.sql.workflow).
+    "ALTER TABLE jobs ADD COLUMN batch_id bigint, ADD COLUMN waiting text,"
+    " ADD COLUMN awaited smallint",
+    "CREATE INDEX jobs_batch ON jobs (batch_id) WHERE batch_id IS NOT NULL",
+    """
+    CREATE TABLE job_batches (
+        id bigint PRIMARY KEY, total integer NOT NULL, pending integer NOT NULL,
+        done integer NOT NULL, failed integer NOT NULL, cancelled integer NOT NULL,
+        expired integer NOT NULL, created_at bigint NOT NULL, ended_at bigint
+    )
+    """,
+    """
+    CREATE TABLE job_waits (
+        job_id bigint NOT NULL, waits_for bigint NOT NULL, anyway smallint NOT NULL,
+        PRIMARY KEY (job_id, waits_for)
+    )
+    """,
+    "CREATE INDEX job_waits_for ON job_waits (waits_for)",
 )
 
 
@@ -151,12 +169,12 @@ class SQL(postgres.SQL):
             RETURNING id, kind, payload, run_at, attempts, error, failed_at,
                 chosen.was_key AS unique_key, alone_key, at_once, carried, priority, claimed_by,
                 max_attempts, snoozes, ended, cancel_asked, expires_at, progress, metadata,
-                checkpoint
+                checkpoint, batch_id, awaited
         )
         SELECT claimed.*, false FROM claimed
         UNION ALL
         SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-            NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true
+            NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true
         FROM next_limited
         """
 
@@ -244,7 +262,8 @@ class SQL(postgres.SQL):
         WHERE jobs.id = chosen.pick AND jobs.id = ANY (ARRAY(SELECT pick FROM chosen))
         RETURNING id, kind, payload, run_at, attempts, error, failed_at,
             chosen.was_key AS unique_key, alone_key, at_once, carried, priority, claimed_by,
-            max_attempts, snoozes, ended, cancel_asked, expires_at, progress, metadata, checkpoint
+            max_attempts, snoozes, ended, cancel_asked, expires_at, progress, metadata, checkpoint,
+            batch_id, awaited
         """
 
     # It notifies in its RETURNING list, cheaper than a CTE (docs/store.md, "A push's way").

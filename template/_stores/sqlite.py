@@ -110,6 +110,33 @@ SCHEMA = (
     "ALTER TABLE jobs ADD COLUMN progress TEXT",
     "ALTER TABLE jobs ADD COLUMN metadata TEXT",
     "ALTER TABLE jobs ADD COLUMN checkpoint TEXT",
+    # 0007_jobs too: batches and the jobs that wait for others (jobq.sql.workflow).
+    "ALTER TABLE jobs ADD COLUMN batch_id INTEGER",
+    "ALTER TABLE jobs ADD COLUMN waiting TEXT",
+    "ALTER TABLE jobs ADD COLUMN awaited INTEGER",
+    "CREATE INDEX jobs_batch ON jobs (batch_id) WHERE batch_id IS NOT NULL",
+    """
+    CREATE TABLE job_batches (
+        id         INTEGER PRIMARY KEY,
+        total      INTEGER NOT NULL,
+        pending    INTEGER NOT NULL,
+        done       INTEGER NOT NULL,
+        failed     INTEGER NOT NULL,
+        cancelled  INTEGER NOT NULL,
+        expired    INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        ended_at   INTEGER
+    )
+    """,
+    """
+    CREATE TABLE job_waits (
+        job_id    INTEGER NOT NULL,
+        waits_for INTEGER NOT NULL,
+        anyway    INTEGER NOT NULL,
+        PRIMARY KEY (job_id, waits_for)
+    )
+    """,
+    "CREATE INDEX job_waits_for ON job_waits (waits_for)",
 )
 
 # jobs_due leads with priority, so `run_at <= :now` alone would read every

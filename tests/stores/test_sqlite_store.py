@@ -109,11 +109,15 @@ def test_the_migrations_make_exactly_the_schema_the_store_expects(
     assert _master(engine) == _master(expected)
     assert [name for _, name, _ in _master(engine)] == [
         "held_kinds",
+        "job_batches",
         "job_processes",
         "job_tallies",
         "job_tallies_written",
+        "job_waits",
+        "job_waits_for",
         "jobs",
         "jobs_alone",
+        "jobs_batch",
         "jobs_due",
         "jobs_ended",
         "jobs_ended_kind",

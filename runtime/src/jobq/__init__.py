@@ -6,6 +6,7 @@ The public API is what this module lists in ``__all__``; everything else is priv
 from __future__ import annotations
 
 from jobq._version import __version__
+from jobq.batch import Batch
 from jobq.carry import Carrier
 from jobq.completion import complete
 from jobq.current import cancelled, current_job
@@ -22,6 +23,7 @@ from jobq.errors import (
     StoreError,
     StoreLocked,
     StoreUnavailable,
+    UnknownBatch,
     UnknownJob,
     ValueDoesNotFit,
 )
@@ -61,6 +63,7 @@ from jobq.store import (
     Store,
     TallyStore,
     UniqueStore,
+    WorkflowStore,
 )
 from jobq.tally import Tally
 from jobq.worker import work
@@ -68,6 +71,7 @@ from jobq.worker import work
 __all__ = [
     "AtOnceStore",
     "BadSchedule",
+    "Batch",
     "BatchStore",
     "BrowseStore",
     "CancelStore",
@@ -125,8 +129,10 @@ __all__ = [
     "Tally",
     "TallyStore",
     "UniqueStore",
+    "UnknownBatch",
     "UnknownJob",
     "ValueDoesNotFit",
+    "WorkflowStore",
     "__version__",
     "acheckpoint",
     "cancelled",

@@ -17,6 +17,7 @@ __all__ = [
     "StoreError",
     "StoreLocked",
     "StoreUnavailable",
+    "UnknownBatch",
     "UnknownJob",
     "ValueDoesNotFit",
 ]
@@ -123,6 +124,10 @@ class JobCancelled(JobFailed):
 class UnknownJob(JobqError, LookupError):
     """No such job to wait for: never pushed, of another kind, or gone (done by a kind that
     keeps no results, discarded, or pruned)."""
+
+
+class UnknownBatch(JobqError, LookupError):
+    """No such batch: never pushed, or pruned with its jobs."""
 
 
 _ENDED = {

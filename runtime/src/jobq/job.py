@@ -58,6 +58,11 @@ class Job:
     progress: str | None = None
     metadata: str | None = None
     checkpoint: str | None = None
+    # Of a WorkflowStore: the batch it is a member (or the callback) of, None for none; and
+    # whether a job waits for its end (``after=``). Its end then counts in that batch, or
+    # lets the jobs that wait for it go, in the transaction that ends it.
+    batch_id: str | None = None
+    awaited: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
@@ -267,6 +267,14 @@ class _Home(Protocol):
         self, kind: Kind[Any], jobs: list[Job], store: Store | None
     ) -> list[str]: ...
 
+    def _push_chain(
+        self, jobs: Sequence[Job], after: Sequence[str], anyway: bool, store: Store | None
+    ) -> list[str]: ...
+
+    async def _apush_chain(
+        self, jobs: Sequence[Job], after: Sequence[str], anyway: bool, store: Store | None
+    ) -> list[str]: ...
+
     def _add_schedule(self, kind: Kind[Any], schedule: Schedule, job: Job) -> None: ...
 
     def _result(self, id: str, timeout: float | timedelta | None, kind: Kind[Any]) -> Any: ...
@@ -311,14 +319,17 @@ class Kind(Generic[T, R]):
     def job(
         self,
         value: T,
-        run_at: datetime,
+        run_at: datetime | None = None,
         *,
         priority: int | None = None,
         attempts: int | None = None,
         expires_at: datetime | None = None,
     ) -> Job:
-        """A new job of this kind; raises ValueDoesNotFit when the value is not one it takes."""
-        return self._job(value, utc(run_at), priority, attempts, expires_at)
+        """A new job of this kind, due at ``run_at`` (None: now), not pushed: for
+        ``Queue.push_batch`` and ``Queue.push_chain``. Raises ValueDoesNotFit when the value
+        is not one it takes."""
+        at = datetime.now(UTC) if run_at is None else utc(run_at)
+        return self._job(value, at, priority, attempts, expires_at)
 
     def _job(
         self,
@@ -380,6 +391,8 @@ class Kind(Generic[T, R]):
         priority: int | None = None,
         attempts: int | None = None,
         expires_at: datetime | None = None,
+        after: Sequence[str] = (),
+        anyway: bool = False,
     ) -> str:
         """Push a job due now and return its ID ("" when a unique kind pushed nothing).
 
@@ -389,9 +402,16 @@ class Kind(Generic[T, R]):
         ``priority`` and ``attempts`` override the kind's for this job, and are
         kept with it; so does ``expires_at`` (an aware datetime), the kind's
         ``expires`` after its time: a job not started by then never runs.
+
+        ``after``: the IDs of jobs this one waits for (a ``WorkflowStore``): it is
+        due once each has ended done; when one fails for good, is cancelled or
+        expires, it ends cancelled, its error naming that job, or, with
+        ``anyway``, it does not wait for that one (docs/jobs.md, "Batches and chains").
         """
         # push_at's work, less its call and its utc(): now in UTC is in UTC.
         job = self._job(value, datetime.now(UTC), priority, attempts, expires_at)
+        if after:
+            return self._home._push_chain([job], after, anyway, store)[0]
         return self._home._push(self, job, store)
 
     def push_at(
@@ -416,8 +436,13 @@ class Kind(Generic[T, R]):
         priority: int | None = None,
         attempts: int | None = None,
         expires_at: datetime | None = None,
+        after: Sequence[str] = (),
+        anyway: bool = False,
     ) -> str:
         """``push``, from async code: the store is called in a thread."""
+        if after:
+            job = self._job(value, datetime.now(UTC), priority, attempts, expires_at)
+            return (await self._home._apush_chain([job], after, anyway, store))[0]
         return await self.apush_at(
             datetime.now(UTC),
             value,

@@ -13,10 +13,11 @@ import inspect
 import math
 import threading
 import typing
-from collections.abc import Callable, Collection, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack, overload
 
+from jobq import workflow
 from jobq.calls import StoreCalls
 from jobq.carry import Carrier, carried
 from jobq.errors import ConfigError
@@ -33,11 +34,13 @@ from jobq.store import (
     StatusStore,
     Store,
     UniqueStore,
+    WorkflowStore,
 )
 from jobq.value import Codec, return_type, value_type
 from jobq.wakeup import running_loop
 
 if TYPE_CHECKING:
+    from jobq.batch import Batch
     from jobq.job import Job, Ran
     from jobq.process import Role
     from jobq.schedule import Schedule
@@ -297,6 +300,126 @@ class Queue:
             # One wake, for the soonest: the queue claims the rest as it goes.
             self._pushed(min((j for j, was in zip(jobs, pushed, strict=True) if was), key=_due))
         return [job.id if was else "" for job, was in zip(jobs, pushed, strict=True)]
+
+    # Batches and chains (jobq.workflow checks them)
+
+    def push_batch(self, members: Iterable[Job], *, then: Job, store: Store | None = None) -> str:
+        """Push ``members`` (each made by its kind's ``job(value)``) as one batch, with the
+        callback job ``then``; return the batch's ID (its callback's). Each job's ``id``
+        and ``batch_id`` are set.
+
+        All together, as ``push_many`` pushes (one transaction; through ``store``, the
+        app's, bound to it). ``then`` is pushed once every member has ended (done,
+        failed for good, cancelled or expired; a retry keeps it pending), in the
+        transaction that ends the last: exactly once, on any instance, whatever dies
+        when. Its handler reads what came of them with
+        ``queue.batch_status(jobq.current_job().batch_id)``. Needs a WorkflowStore; a
+        unique or one-at-a-time kind's job is refused (ValueError), as is a job of a kind
+        this queue has not (ConfigError): nothing is pushed.
+        """
+        target, jobs, callback = self._batch_of(members, then, store)
+        batch = target.push_batch(jobs, callback, datetime.now(UTC))
+        self._pushed_together(target, jobs)
+        return batch
+
+    async def apush_batch(
+        self, members: Iterable[Job], *, then: Job, store: Store | None = None
+    ) -> str:
+        """``push_batch``, from async code: the store is called in a thread."""
+        target, jobs, callback = self._batch_of(members, then, store)
+        calls = self._calls if target is self.store else StoreCalls(target)
+        batch = await calls.call(target.push_batch, jobs, callback, datetime.now(UTC))
+        self._pushed_together(target, jobs)
+        return batch
+
+    def push_chain(
+        self,
+        jobs: Sequence[Job],
+        *,
+        after: Sequence[str] = (),
+        anyway: bool = False,
+        store: Store | None = None,
+    ) -> list[str]:
+        """Push ``jobs`` (each made by its kind's ``job(value)``) as a chain: each waits for
+        the one before to end done (the first for ``after``, as ``Kind.push(after=)``
+        waits); return their IDs. When one fails for good, is cancelled or expires, the
+        rest end cancelled, unless ``anyway``. Needs a WorkflowStore."""
+        return self._push_chain(jobs, after, anyway, store)
+
+    async def apush_chain(
+        self,
+        jobs: Sequence[Job],
+        *,
+        after: Sequence[str] = (),
+        anyway: bool = False,
+        store: Store | None = None,
+    ) -> list[str]:
+        """``push_chain``, from async code: the store is called in a thread."""
+        return await self._apush_chain(jobs, after, anyway, store)
+
+    def batch_status(self, id: str) -> Batch:
+        """The batch ``id`` as it is now: its members counted by state, whether it ended (its
+        callback pushed), and the IDs of those that did not end done; UnknownBatch for none."""
+        store = workflow.store_of(self.store, "batch_status")
+        return workflow.found(id, store.batch(id, datetime.now(UTC)))
+
+    async def abatch_status(self, id: str) -> Batch:
+        """``batch_status(id)`` from async code: the store's call runs in a thread."""
+        store = workflow.store_of(self.store, "batch_status")
+        return workflow.found(id, await self._calls.call(store.batch, id, datetime.now(UTC)))
+
+    def cancel_batch(self, id: str) -> int:
+        """Cancel each member of the batch ``id`` that has not ended, as ``cancel`` does; say
+        how many. Its callback still runs as the last member ends."""
+        store = workflow.store_of(self.store, "cancel_batch")
+        workflow.found(id, store.batch(id, datetime.now(UTC)))
+        cancelled = store.cancel_batch(id, datetime.now(UTC))
+        running = self._running
+        if cancelled and running is not None:
+            running.check_cancels()
+        return cancelled
+
+    def _batch_of(
+        self, members: Iterable[Job], then: Job, store: Store | None
+    ) -> tuple[WorkflowStore, list[Job], Job]:
+        target = workflow.store_of(self.store if store is None else store, "push_batch")
+        jobs = workflow.checked(self._kinds, members, "push_batch")
+        (callback,) = workflow.checked(self._kinds, [then], "push_batch's then")
+        for job in (*jobs, callback):
+            self._carry(job, target)
+        return target, jobs, callback
+
+    def _push_chain(
+        self, jobs: Sequence[Job], after: Sequence[str], anyway: bool, store: Store | None
+    ) -> list[str]:
+        target, chain = self._chain_of(jobs, store)
+        target.push_chain(chain, list(after), anyway, datetime.now(UTC))
+        self._pushed_together(target, chain)
+        return [job.id for job in chain]
+
+    async def _apush_chain(
+        self, jobs: Sequence[Job], after: Sequence[str], anyway: bool, store: Store | None
+    ) -> list[str]:
+        target, chain = self._chain_of(jobs, store)
+        calls = self._calls if target is self.store else StoreCalls(target)
+        await calls.call(target.push_chain, chain, list(after), anyway, datetime.now(UTC))
+        self._pushed_together(target, chain)
+        return [job.id for job in chain]
+
+    def _chain_of(
+        self, jobs: Sequence[Job], store: Store | None
+    ) -> tuple[WorkflowStore, list[Job]]:
+        target = workflow.store_of(self.store if store is None else store, "after= or a chain")
+        chain = workflow.checked(self._kinds, jobs, "a chain or after=")
+        for job in chain:
+            self._carry(job, target)
+        return target, chain
+
+    def _pushed_together(self, target: Store, jobs: Sequence[Job]) -> None:
+        if target is self.store and jobs:
+            self.wake()  # what came due with them (a member; a chain let go at once)
+        if self._inline is not None:
+            self._inline.pushed(target is self.store)
 
     def _carry(self, job: Job, store: Store) -> None:
         if self.carry and _has(type(store), CarryStore):

@@ -23,7 +23,7 @@ from jobq.job import Job
 from jobq.log import say
 from jobq.process import Process, Role
 from jobq.run import Run
-from jobq.store import CancelStore, NotifyStore, ProcessStore, TallyStore
+from jobq.store import CancelStore, NotifyStore, ProcessStore, TallyStore, WorkflowStore
 
 if TYPE_CHECKING:
     from jobq.schedule import Schedule
@@ -64,6 +64,9 @@ class SideTasks:
             await asyncio.sleep(poll)
             try:
                 expired = await calls.call(store.expire, datetime.now(UTC))
+                if isinstance(store, WorkflowStore):
+                    # The waits a claim older than them did not let go as its job ended.
+                    await calls.call(store.follow, datetime.now(UTC))
             except StoreError as e:  # down: one line until it is back, beside the claims'
                 if not failing:
                     say(logging.WARNING, "the store failed to end expired jobs", err=e)

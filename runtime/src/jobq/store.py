@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
+from jobq.batch import Batch
 from jobq.job import Claimant, Job
 from jobq.listing import Listed, Place
 from jobq.process import Process
@@ -45,6 +46,7 @@ __all__ = [
     "Store",
     "TallyStore",
     "UniqueStore",
+    "WorkflowStore",
 ]
 
 
@@ -639,4 +641,60 @@ class ProgressStore(Store, Protocol):
     def run_again_from_checkpoint(self, id: str, at: datetime) -> bool:
         """``run_again`` of a job that ended (not done), keeping its checkpoint and progress:
         its next attempt resumes where the last one got. Says whether there was one."""
+        ...
+
+
+@runtime_checkable
+class WorkflowStore(CancelStore, Protocol):
+    """A CancelStore that keeps batches (jobs pushed with a callback, pushed once as the last
+    of them ends) and jobs that wait for others to end done (``after=``, chains).
+
+    A job that waits is kept due at 9999-12-31 (no claim reaches it) until what it waits
+    for lets it go, due then. Every end of a batch's member or of a job that is waited
+    for (``done``, ``fail``, ``settle_many``, ``end``, ``cancel``, ``expire``) is followed
+    in the transaction that keeps it: counted in its batch, whose callback is let go as
+    its last member ends; and each job that waits for it let go once it waits for
+    nothing more, or (unless pushed ``anyway``) ended cancelled, its error naming the job
+    that did not end done, and so on down a chain. A job whose end was kept by a claim
+    that began before a wait for it was pushed is followed by ``follow``, which the queue
+    calls every poll. Members and waiting jobs have no key.
+    """
+
+    def push_batch(self, members: Sequence[Job], callback: Job, now: datetime) -> str:
+        """Push ``members`` and ``callback`` together (one transaction, or the app's, bound),
+        and set each ``job.id`` and ``job.batch_id``; say the batch's ID, the callback's.
+
+        The callback waits until every member has ended; with no members it is due at once.
+        """
+        ...
+
+    def push_chain(
+        self, jobs: Sequence[Job], after: Sequence[str], anyway: bool, now: datetime
+    ) -> None:
+        """Push ``jobs`` together, the first waiting for each of ``after``, each next for the
+        one before; set each ``job.id``.
+
+        A job of ``after`` that ended done, or that the store no longer has (a done job
+        of a kind that keeps no result is deleted), is not waited for; one that ended
+        otherwise cancels the job at once, unless ``anyway``: then it is not waited for
+        either. A job that waits for nothing is due at once.
+        """
+        ...
+
+    def batch(self, id: str, now: datetime) -> Batch | None:
+        """The batch ``id`` at ``now``; None when the store has none (never pushed, or pruned)."""
+        ...
+
+    def cancel_batch(self, id: str, now: datetime) -> int:
+        """``cancel`` each member of the batch ``id`` that has not ended; say how many it
+        cancelled or asked. The callback still runs as the last of them ends."""
+        ...
+
+    def waits(self, id: str) -> list[str]:
+        """The IDs of the jobs the job ``id`` still waits for, lowest first."""
+        ...
+
+    def follow(self, now: datetime) -> int:
+        """Let go, or cancel, each job that waits for a job that ended without letting it go;
+        say how many waits it resolved."""
         ...

@@ -824,7 +824,10 @@ class SQL(table.SQL):
         "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
         " AND id IN :ids"
     )
-    run_now = f"UPDATE jobs SET run_at = :now WHERE id IN :ids AND {listing.LATER}"
+    join_batch = "UPDATE jobs SET batch_id = :id WHERE id IN :ids"
+    run_now = (
+        f"UPDATE jobs SET run_at = :now WHERE id IN :ids AND {listing.LATER} AND waiting IS NULL"
+    )
 
     def push_many(self, n: int, varying: tuple[str, ...]) -> str:
         """A push of ``n`` plain jobs, up to ``rows.BATCH``, as one multi-row INSERT: the

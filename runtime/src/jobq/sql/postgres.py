@@ -433,9 +433,14 @@ class SQL(table.SQL):
         DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'
           AND jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[]))))
         """
+    join_batch = """
+        UPDATE jobs SET batch_id = :id
+        WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[]))))
+        """
     run_now = f"""
         UPDATE jobs SET run_at = :now
         WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[])))) AND {listing.LATER}
+          AND waiting IS NULL
         """
 
     def push_many(self, varying: tuple[str, ...]) -> str:

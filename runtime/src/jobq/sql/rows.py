@@ -8,7 +8,8 @@ The columns every store reads a job back with, in this order::
 
     id, kind, payload, run_at, attempts, error, failed_at, unique_key,
     alone_key, at_once, carried, priority, claimed_by, max_attempts, snoozes,
-    ended, cancel_asked, expires_at, progress, metadata, checkpoint
+    ended, cancel_asked, expires_at, progress, metadata, checkpoint, batch_id,
+    awaited
 
 ``JOB_COLUMNS`` spells them for a SELECT or a RETURNING; ``job`` reads a row
 of them (a shorter row leaves the rest at their defaults). ``COLUMNS`` is the
@@ -65,7 +66,7 @@ COLUMNS = (
 )
 JOB_COLUMNS = (
     f"{COLUMNS}, max_attempts, snoozes, ended, cancel_asked, expires_at, "
-    "progress, metadata, checkpoint"
+    "progress, metadata, checkpoint, batch_id, awaited"
 )
 
 _WIDTH = JOB_COLUMNS.count(",") + 1
@@ -396,6 +397,8 @@ def _job(row: Sequence[Any]) -> Job:
         progress,
         metadata,
         checkpoint,
+        batch_id,
+        awaited,
     ) = row
     if not (
         type(kind) is str
@@ -441,6 +444,8 @@ def _job(row: Sequence[Any]) -> Job:
         progress,
         metadata,
         checkpoint,
+        None if batch_id is None else str(int(batch_id)),
+        bool(awaited),
     )
 
 
@@ -474,6 +479,7 @@ def _unreadable_job(row: Sequence[Any]) -> Job:
     expires_at = _time(row[17], "expires_at", said)
     progress, metadata = _string(row[18], "progress", said), _string(row[19], "metadata", said)
     checkpoint = _string(row[20], "checkpoint", said)
+    batch_id = None if row[21] is None else str(_whole(row[21], "batch_id", said))
     return Job(
         kind=kind,
         payload=payload,
@@ -499,6 +505,8 @@ def _unreadable_job(row: Sequence[Any]) -> Job:
         progress=progress,
         metadata=metadata,
         checkpoint=checkpoint,
+        batch_id=batch_id,
+        awaited=bool(row[22]),
     )
 
 

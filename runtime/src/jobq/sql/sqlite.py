@@ -421,9 +421,13 @@ class SQL(table.SQL):
         DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'
           AND id IN (SELECT value FROM json_each(:ids))
         """
+    join_batch = """
+        UPDATE jobs SET batch_id = :id WHERE id IN (SELECT value FROM json_each(:ids))
+        """
     run_now = f"""
         UPDATE jobs SET run_at = :now
         WHERE id IN (SELECT value FROM json_each(:ids)) AND {listing.LATER}
+          AND waiting IS NULL
         """
 
     @table.statement

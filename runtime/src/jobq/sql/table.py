@@ -17,17 +17,20 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, TypeVar
 
 from jobq.errors import ConfigError
 from jobq.process import Process
-from jobq.sql import listing, rows, tally
+from jobq.sql import listing, rows, tally, workflow
+from jobq.sql.workflow import WAITING_AT, Ended, WorkflowSQL
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from sqlalchemy.engine import Connection, Engine
 
+    from jobq.batch import Batch
     from jobq.job import Claimant, Job
     from jobq.listing import Listed, Place
     from jobq.stats import KindStats
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["Driver", "FOREVER", "SQL", "Table", "check", "fill", "statement"]
 
 _F = TypeVar("_F", bound="Callable[..., str]")
+_T = TypeVar("_T")
 
 FOREVER = 2**63 - 1  # a pause until resumed: a BIGINT's largest time
 
@@ -50,7 +54,7 @@ def _ended(how: str) -> str:
         """
 
 
-class SQL:
+class SQL(WorkflowSQL):
     """The statements a jobs table names on every database. Each database's kit adds the
     statements of its own claim, settle and pushes.
 
@@ -107,15 +111,18 @@ class SQL:
     failed = _ended("(ended IS NULL OR ended = 'failed')")
     cancelled = _ended("ended IN ('cancelled', 'expired')")
     # From scratch: its checkpoint and progress go (the next keeps them); metadata stays.
+    # Not a batch's member: the kit runs member_again for one, which counts it again too.
     run_again = """
         UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-            run_at = :run_at, held_until = 0, progress = NULL, checkpoint = NULL
+            run_at = :run_at, held_until = 0, progress = NULL, checkpoint = NULL, waiting = NULL
         WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
+          AND batch_id IS NULL
         """
     run_again_from_checkpoint = """
         UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-            run_at = :run_at, held_until = 0
+            run_at = :run_at, held_until = 0, waiting = NULL
         WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
+          AND batch_id IS NULL
         """
     # A done job kept with its result is not discarded: the prune deletes it in its time.
     discard_all = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
@@ -128,7 +135,7 @@ class SQL:
     expire = """
         UPDATE jobs SET ended = 'expired', failed_at = expires_at, unique_key = NULL, held_until = 0
         WHERE expires_at <= :now AND failed_at IS NULL AND held_until <= :now
-          AND attempts = 0 AND snoozes = 0
+          AND attempts = 0 AND snoozes = 0 AND batch_id IS NULL AND awaited IS NULL
         """
     # A pause replaces the kind's pause before it, but never shortens a rate's hold.
     # ON CONFLICT: SQLite's and Postgres's upsert, as beat's; MySQL's SQL writes its own.
@@ -288,13 +295,22 @@ class Table:
 
     def __init__(self, driver: Driver) -> None:
         self._driver = driver
+        self._bound = False
 
     def bind(self, connection: Connection) -> Self:
         """The same table through ``connection``'s transaction: a push is kept as it commits,
         or not at all."""
         bound = copy.copy(self)
         bound._driver = self._driver.bind(connection)
+        bound._bound = True
         return bound
+
+    def _together(self, work: Callable[[Self], _T]) -> _T:
+        """``work`` with this table in one transaction: the app's when bound, else its own."""
+        if self._bound:
+            return work(self)
+        with self.engine.begin() as connection:
+            return work(self.bind(connection))
 
     # Store
 
@@ -306,12 +322,16 @@ class Table:
         return claimed[0] if claimed else None
 
     def done(self, job: Job) -> bool:
+        if job.batch_id or job.awaited:
+            return bool(self._followed((job,), ()))
         return bool(self._driver.settle((job,), (), ()))
 
     def retry(self, job: Job) -> bool:
         return bool(self._driver.settle((), (job,), ()))
 
     def fail(self, job: Job) -> bool:
+        if job.batch_id or job.awaited:
+            return bool(self._followed((), (job,)))
         return bool(self._driver.settle((), (), (job,)))
 
     # BatchStore, RenewStore
@@ -326,7 +346,50 @@ class Table:
     ) -> list[str]:
         if not (done or retry or fail):
             return []
-        return self._driver.settle(done, retry, fail)
+        if not any(job.batch_id or job.awaited for jobs in (done, fail) for job in jobs):
+            return self._driver.settle(done, retry, fail)
+        plain_done = [job for job in done if not (job.batch_id or job.awaited)]
+        plain_fail = [job for job in fail if not (job.batch_id or job.awaited)]
+        kept = (
+            self._driver.settle(plain_done, retry, plain_fail)
+            if (plain_done or retry or plain_fail)
+            else []
+        )
+        return kept + self._followed(
+            [job for job in done if job.batch_id or job.awaited],
+            [job for job in fail if job.batch_id or job.awaited],
+        )
+
+    def _followed(
+        self, done: Sequence[Job], fail: Sequence[Job], end: tuple[Job, bool] | None = None
+    ) -> list[str]:
+        """Settle jobs whose ends are followed (a batch's, or awaited), in one transaction
+        with what their ends set off (``jobq.sql.workflow``): their IDs kept. ``end``: a job
+        to end as its ``job.ended`` says, and whether it ran (``CancelStore.end``)."""
+        now = datetime.now(UTC)
+        s = self._driver.sql
+
+        def work(sql: rows.Statements) -> list[str]:
+            ended: list[Ended] = []
+            if end is not None and sql.count(s.end, rows.ended(*end)):
+                ended.append(_end_of(end[0], end[0].ended or "cancelled"))
+            for job in done:
+                if sql.count(s.member_done, rows.fence(job)):
+                    ended.append(_end_of(job, "done"))
+            for job in fail:
+                params = {
+                    **rows.fence(job),
+                    "failed_at": rows.ms(job.failed_at or now),
+                    "error": rows.error_text(job),
+                }
+                if sql.count(s.member_fail, params):
+                    ended.append(_end_of(job, "failed"))
+            if ended:
+                workflow.follow(sql, s, ended, now)
+            return [str(e.id) for e in ended]
+
+        kept: list[str] = self._driver.write(work)
+        return kept
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
         return self._driver.renew(jobs, until) if jobs else []
@@ -346,20 +409,40 @@ class Table:
         key = rows.row_id(id)
         if key is None:
             return False  # not an ID the table gives out, so not one of its jobs
-        return self._driver.change(statement, {"id": key, "run_at": rows.ms(at)}) > 0
+        if self._driver.change(statement, {"id": key, "run_at": rows.ms(at)}):
+            return True  # no batch's: one statement
+        s = self._driver.sql
+        resume = statement is s.run_again_from_checkpoint
+        again: bool = self._driver.write(lambda sql: workflow.again(sql, s, resume, key, at))
+        return again
 
     def cancel(self, id: str, now: datetime) -> Literal["cancelled", "asked"] | None:
         key = rows.row_id(id)
-        return None if key is None else self._driver.cancel(key, now)
+        if key is None:
+            return None
+        s = self._driver.sql
+        followed = self._driver.read(s.followed, {"id": key})
+        if not followed or not any(followed[0]):
+            return self._driver.cancel(key, now)
+        said: str | None = self._driver.write(lambda sql: workflow.cancel(sql, s, key, now))
+        return "cancelled" if said == "cancelled" else "asked" if said == "asked" else None
 
     def cancelled(self) -> list[Job]:
         return [rows.job(row) for row in self._driver.read(self._driver.sql.cancelled, {})]
 
     def end(self, job: Job, ran: bool) -> bool:
+        if job.batch_id or job.awaited:
+            return bool(self._followed((), (), (job, ran)))
         return self._driver.change(self._driver.sql.end, rows.ended(job, ran)) > 0
 
     def expire(self, now: datetime) -> int:
-        return self._driver.expire(now)
+        s = self._driver.sql
+        expired = self._driver.expire(now)
+        # Read first, alone: a write (SQLite's lock) only when a followed job expired.
+        if self._driver.read(s.expiring, {"now": rows.ms(now)}):
+            more: int = self._driver.write(lambda sql: workflow.expire(sql, s, now))
+            expired += more
+        return expired
 
     def asked(self, ids: Sequence[str]) -> list[str]:
         given = rows.ids(ids)
@@ -489,6 +572,73 @@ class Table:
         }
         return self._driver.change(self._driver.sql.record, params) > 0
 
+    # WorkflowStore
+
+    def push_batch(self, members: Sequence[Job], callback: Job, now: datetime) -> str:
+        _check_keyless((*members, callback), "a batch's member or callback")
+
+        def work(table: Self) -> str:
+            callback.run_at = WAITING_AT
+            table._driver.push(callback)
+            if members:
+                table._driver.push_many(members, False)
+            ids = table._driver.ids([int(job.id) for job in members])
+            batch = int(callback.id)
+            s = table._driver.sql
+            table._driver.write(lambda sql: workflow.join(sql, s, batch, ids, len(members), now))
+            return callback.id
+
+        batch = self._together(work)
+        for job in (*members, callback):
+            job.batch_id = batch
+        return batch
+
+    def push_chain(
+        self, jobs: Sequence[Job], after: Sequence[str], anyway: bool, now: datetime
+    ) -> None:
+        _check_keyless(jobs, "a job that waits for others")
+        first = [key for key in (rows.row_id(id) for id in after) if key is not None]
+
+        def work(table: Self) -> None:
+            s = table._driver.sql
+            waits = first
+            for job in jobs:
+                job.run_at = WAITING_AT
+                table._driver.push(job)
+                id = int(job.id)
+                table._driver.write(partial(_wait, s, id, waits, anyway, now))
+                waits = [id]
+
+        self._together(work)
+
+    def batch(self, id: str, now: datetime) -> Batch | None:
+        key = rows.row_id(id)
+        if key is None:
+            return None
+        s = self._driver.sql
+        batch: Batch | None = self._driver.write(lambda sql: workflow.read_batch(sql, s, key, now))
+        return batch
+
+    def cancel_batch(self, id: str, now: datetime) -> int:
+        key = rows.row_id(id)
+        if key is None:
+            return 0
+        live = self._driver.read(self._driver.sql.batch_live, {"id": key})
+        return sum(self.cancel(str(member), now) is not None for (member,) in live)
+
+    def waits(self, id: str) -> list[str]:
+        key = rows.row_id(id)
+        if key is None:
+            return []
+        return [str(job) for (job,) in self._driver.read(self._driver.sql.waits, {"id": key})]
+
+    def follow(self, now: datetime) -> int:
+        s = self._driver.sql
+        if not self._driver.read(s.stale_waits, {}):
+            return 0  # read alone: the queue asks every poll, and there is seldom any
+        resolved: int = self._driver.write(lambda sql: workflow.follow_stale(sql, s, now))
+        return resolved
+
     # ProcessStore
 
     def beat(self, process: Process, gone_before: datetime) -> None:
@@ -534,4 +684,29 @@ class Table:
     def prune(self, before: datetime, now: datetime | None = None) -> int:
         """``ResultStore.prune`` (``now``: the clock's, unless given), and the kinds' holds and
         pauses ended at ``now``, and what else the database keeps for a while (lock rows)."""
-        return self._driver.prune(before, now or datetime.now(UTC))
+        pruned = self._driver.prune(before, now or datetime.now(UTC))
+        self._driver.change(self._driver.sql.prune_batches, {"before": rows.ms(before)})
+        return pruned
+
+
+def _end_of(job: Job, how: str) -> Ended:
+    batch = None if job.batch_id is None else int(job.batch_id)
+    return Ended(int(job.id), how, batch, job.awaited)
+
+
+def _wait(
+    s: SQL, id: int, after: list[int], anyway: bool, now: datetime, sql: rows.Statements
+) -> None:
+    """Have the job ``id``, just pushed, wait for ``after``; follow its end if it ended."""
+    ended = workflow.wait(sql, s, id, after, anyway, now)
+    if ended:
+        workflow.follow(sql, s, ended, now)
+
+
+def _check_keyless(jobs: Sequence[Job], what: str) -> None:
+    for job in jobs:
+        if job.key:
+            raise ValueError(
+                f"{what} has no key: job of kind {job.kind!r} has one (its kind is unique or "
+                f"one at a time); push it alone"
+            )

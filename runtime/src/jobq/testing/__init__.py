@@ -21,7 +21,7 @@ HoldBackStorePromises, GiveBackStorePromises, SnoozeStorePromises,
 CancelStorePromises, PauseStorePromises, PushManyStorePromises, BatchStorePromises,
 RenewStorePromises, CarryStorePromises, StatsStorePromises, StatusStorePromises,
 BrowseStorePromises, ResultStorePromises, TallyStorePromises, ProcessStorePromises,
-ProgressStorePromises and ClaimantPromises
+ProgressStorePromises, WorkflowStorePromises and ClaimantPromises
 (``StoreSuiteInBrief`` runs one test of each, for a quick look). Its times are fixed,
 whole milliseconds, far from now, so that no store passes by reading its own clock;
 its concurrency tests race threads (``at_once``), claiming one job at a time and,
@@ -84,6 +84,7 @@ from jobq.testing._support import at_once, is_brief
 from jobq.testing._tally import TallyStorePromises
 from jobq.testing._transaction import InTransaction
 from jobq.testing._unique import UniqueStorePromises
+from jobq.testing._workflow import WorkflowStorePromises
 from jobq.testing.inline import inline
 from jobq.testing.job_run import JobRun, arun_job, run_job
 from jobq.testing.memory import MemoryStore
@@ -121,6 +122,7 @@ __all__ = [
     "StoreSuiteInBrief",
     "TallyStorePromises",
     "UniqueStorePromises",
+    "WorkflowStorePromises",
     "arun_job",
     "at_once",
     "inline",
@@ -154,6 +156,7 @@ class StoreSuite(
     TallyStorePromises,
     ProcessStorePromises,
     ProgressStorePromises,
+    WorkflowStorePromises,
     ClaimantPromises,
 ):
     """Every promise of the Store contract and its extras, for one store."""

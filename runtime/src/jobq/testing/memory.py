@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
+from jobq.batch import Batch
 from jobq.job import Claimant, Job
 from jobq.listing import Listed, Place, ascii_lower, check_page, latest_first, ordered_at
 from jobq.process import Process
@@ -31,6 +32,7 @@ class _Row:
     unique: bool = False  # the job's key is the waiting one of its kind (push_unique's)
     found_unique: bool = False  # the latest claim found the job waiting with its key
     alone: bool = field(init=False)  # kept one at a time with its kind and key
+    waiting: str | None = None  # "batch" (a callback) or "after" while it waits for others
 
     def __post_init__(self) -> None:
         self.alone = self.job.one_at_a_time and bool(self.job.key)
@@ -68,6 +70,9 @@ class MemoryStore:
         self._schedules: dict[str, datetime] = {}
         self._tallies: list[tuple[datetime, str, str, int, int, int]] = []  # each add's rows
         self._processes: dict[str, Process] = {}
+        self._batches: dict[str, _Batch] = {}  # by ID, its callback's
+        self._following: list[tuple[Job, str, datetime]] | None = None  # ends being followed
+        self._waits: dict[str, dict[str, bool]] = {}  # a job that waits -> {job: anyway}
         self._seq = itertools.count(1)
 
     def __len__(self) -> int:
@@ -169,6 +174,12 @@ class MemoryStore:
             job = row.job
             if not resume:
                 job.progress = job.checkpoint = None
+            batch = self._batches.get(job.batch_id or "")
+            if batch is not None and job.batch_id != job.id:
+                batch.counts[job.ended or "failed"] -= 1
+                batch.pending += 1
+                batch.ended_at = None
+            row.waiting = None
             job.failed_at = job.ended = job.cancel_asked = None
             job.attempts = 0
             job.run_at = at
@@ -230,7 +241,7 @@ class MemoryStore:
             moved = 0
             for id in dict.fromkeys(ids):
                 row = self._rows.get(id)
-                if row is None or row.job.failed_at is not None or _holds(row, now):
+                if row is None or row.job.failed_at is not None or _holds(row, now) or row.waiting:
                     continue
                 if row.job.run_at > now:
                     row.job.run_at = now
@@ -271,6 +282,7 @@ class MemoryStore:
             if job.error is not None:
                 kept.error, kept.traceback = job.error, job.traceback
             kept.result, kept.expires_at = job.result, job.expires_at
+            self._follow(kept, kept.ended or "cancelled", kept.failed_at)
             return True
 
     def expire(self, now: datetime) -> int:
@@ -328,6 +340,9 @@ class MemoryStore:
             ]
             for id in gone:
                 del self._rows[id]
+            for id, batch in list(self._batches.items()):
+                if batch.ended_at is not None and batch.ended_at < before:
+                    del self._batches[id]
             return len(gone)
 
     # ScheduleStore
@@ -497,6 +512,93 @@ class MemoryStore:
                         summed[place] += n
         return [Tally(minute, kind, *summed) for (minute, kind), summed in sorted(sums.items())]
 
+    # WorkflowStore
+
+    def push_batch(self, members: Sequence[Job], callback: Job, now: datetime) -> str:
+        _keyless((*members, callback))
+        with self._lock:
+            callback.run_at = _WAITING
+            self._push(callback, unique=False)
+            batch = callback.id
+            self._rows[batch].waiting = "batch"
+            for job in (*members, callback):
+                job.batch_id = batch
+            self._rows[batch].job.batch_id = batch
+            for job in members:
+                self._push(job, unique=False)
+            self._batches[batch] = _Batch(total=len(members), pending=len(members), created_at=now)
+            if not members:
+                self._close(batch, now)
+            return batch
+
+    def push_chain(
+        self, jobs: Sequence[Job], after: Sequence[str], anyway: bool, now: datetime
+    ) -> None:
+        _keyless(jobs)
+        with self._lock:
+            waits = list(after)
+            for job in jobs:
+                job.run_at = _WAITING
+                self._push(job, unique=False)
+                row = self._rows[job.id]
+                row.waiting = "after"
+                cause = None
+                for id in dict.fromkeys(waits):
+                    awaited = self._rows.get(id)
+                    if awaited is None or awaited.job.ended == "done":
+                        continue  # done: a kind that keeps no result leaves nothing
+                    if awaited.job.failed_at is None:
+                        awaited.job.awaited = True
+                        self._waits.setdefault(job.id, {})[id] = anyway
+                    elif not anyway and cause is None:
+                        cause = (id, awaited.job.ended or "failed")
+                if cause is not None:
+                    self._end_waiting(row, "cancelled", now, _because(*cause))
+                elif not self._waits.get(job.id):
+                    self._go(row, now)
+                waits = [job.id]
+
+    def batch(self, id: str, now: datetime) -> Batch | None:
+        with self._lock:
+            batch = self._batches.get(id)
+            if batch is None:
+                return None
+            members = [r for r in self._rows.values() if r.job.batch_id == id and r.job.id != id]
+            running = sum(1 for r in members if r.job.failed_at is None and _holds(r, now))
+            not_done = sorted(
+                (r.job.id for r in members if r.job.failed_at and r.job.ended != "done"), key=int
+            )
+            return Batch(
+                id=id,
+                total=batch.total,
+                waiting=batch.pending - running,
+                running=running,
+                done=batch.counts["done"],
+                failed=batch.counts["failed"],
+                cancelled=batch.counts["cancelled"],
+                expired=batch.counts["expired"],
+                created_at=batch.created_at,
+                ended_at=batch.ended_at,
+                not_done=tuple(not_done),
+            )
+
+    def cancel_batch(self, id: str, now: datetime) -> int:
+        with self._lock:
+            live = [
+                r.job.id
+                for r in self._rows.values()
+                if r.job.batch_id == id and r.job.id != id and r.job.failed_at is None
+            ]
+        return sum(self.cancel(member, now) is not None for member in live)
+
+    def waits(self, id: str) -> list[str]:
+        with self._lock:
+            return sorted(self._waits.get(id, {}), key=int)
+
+    def follow(self, now: datetime) -> int:
+        """Nothing is ever stale here: each end is followed under the lock that keeps it."""
+        return 0
+
     def _ended(self, how: tuple[str | None, ...]) -> list[Job]:
         with self._lock:
             rows = [r for r in self._rows.values() if r.job.failed_at and r.job.ended in how]
@@ -514,7 +616,7 @@ class MemoryStore:
             self._unique[(job.kind, job.key)] = job.id
         self._wait(row)
 
-    def _end_waiting(self, row: _Row, how: str, at: datetime) -> None:
+    def _end_waiting(self, row: _Row, how: str, at: datetime, error: str | None = None) -> None:
         """End a job no claim holds (one whose hold ran out included) as ``how``, at ``at``."""
         job = row.job
         if row.held_until is not None:
@@ -524,6 +626,10 @@ class MemoryStore:
             row.unique = False
         row.gen += 1  # its heap entries are stale: no claim takes it
         job.ended, job.failed_at = how, at
+        job.error = error or job.error
+        row.waiting = None
+        self._waits.pop(job.id, None)
+        self._follow(job, how, at)
 
     def _push_unique(self, job: Job) -> bool:
         waiting = self._unique.get((job.kind, job.key)) if job.key else None
@@ -542,6 +648,55 @@ class MemoryStore:
         row.job.run_at = job.run_at
         self._wait(row)
         job.id = waiting
+
+    def _follow(self, job: Job, how: str, at: datetime) -> None:
+        """Count ``job``'s end in its batch, and tell the jobs that wait for it; and so on, down
+        what those end (a worklist, not a recursion: a chain may be long)."""
+        if self._following is not None:
+            self._following.append((job, how, at))  # set off by an end being followed
+            return
+        self._following = todo = [(job, how, at)]
+        try:
+            while todo:
+                self._follow_one(*todo.pop(0))
+        finally:
+            self._following = None
+
+    def _follow_one(self, job: Job, how: str, at: datetime) -> None:
+        batch_id = job.batch_id
+        if batch_id is not None and batch_id != job.id and batch_id in self._batches:
+            batch = self._batches[batch_id]
+            batch.counts[how] += 1
+            batch.pending -= 1
+            if batch.pending == 0 and batch.ended_at is None:
+                self._close(batch_id, at)
+        if not job.awaited:
+            return
+        for waiter, waits in list(self._waits.items()):
+            if job.id not in waits:
+                continue
+            anyway = waits.pop(job.id)
+            row = self._rows.get(waiter)
+            if row is None or row.job.failed_at is not None:
+                continue
+            if how == "done" or anyway:
+                if not waits:
+                    del self._waits[waiter]
+                    self._go(row, at)
+            else:
+                self._end_waiting(row, "cancelled", at, _because(job.id, how))
+
+    def _close(self, batch_id: str, at: datetime) -> None:
+        self._batches[batch_id].ended_at = at
+        callback = self._rows.get(batch_id)
+        if callback is not None and callback.waiting == "batch" and callback.job.failed_at is None:
+            self._go(callback, at)
+
+    def _go(self, row: _Row, at: datetime) -> None:
+        """A job that waited for others, due at ``at``."""
+        row.waiting = None
+        row.job.run_at = at
+        self._wait(row)
 
     def _wait(self, row: _Row) -> None:
         row.gen += 1
@@ -691,6 +846,7 @@ class MemoryStore:
             return False
         self._let_go(row)
         del self._rows[job.id]
+        self._follow(row.job, "done", datetime.now(UTC))
         return True
 
     def _retry(self, job: Job) -> bool:
@@ -711,7 +867,35 @@ class MemoryStore:
         row.job.error, row.job.traceback = job.error, job.traceback
         row.job.failed_at = job.failed_at or datetime.now(UTC)
         row.job.ended = "failed"
+        self._follow(row.job, "failed", row.job.failed_at)
         return True
+
+
+@dataclass(slots=True, kw_only=True)
+class _Batch:
+    total: int
+    pending: int  # members not ended
+    created_at: datetime
+    ended_at: datetime | None = None
+    counts: Counter[str] = field(default_factory=Counter)  # ends, by how
+
+
+# A job that waits for others is due then: no claim reaches it.
+_WAITING = datetime(9999, 12, 31, tzinfo=UTC)
+_ENDS = {"failed": "failed for good", "cancelled": "was cancelled", "expired": "expired"}
+
+
+def _because(id: str, how: str) -> str:
+    return f"cancelled: job {id}, which it waited for, {_ENDS.get(how, 'failed for good')}"
+
+
+def _keyless(jobs: Sequence[Job]) -> None:
+    for job in jobs:
+        if job.key:
+            raise ValueError(
+                f"a batch's or a chain's job has no key: job of kind {job.kind!r} has one "
+                f"(its kind is unique or one at a time); push it alone"
+            )
 
 
 # The ends each list shows: a failed job of a store before cancels has no end kept.
