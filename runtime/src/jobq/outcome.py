@@ -102,7 +102,7 @@ class Outcomes:
         if error is None:
             if (
                 self._queue.observe is None
-                and not (job.at_once or job.one_at_a_time)
+                and not (job.at_once or job.one_at_a_time or job.batch_id or job.awaited)
                 and not attempt.completed
             ):
                 # Nothing to do once kept but count it.
@@ -146,8 +146,10 @@ class Outcomes:
             return
         job, error = attempt.job, attempt.error
         self._counts.add(job.kind, outcome)
-        if job.at_once or job.one_at_a_time:
-            self._wake()  # the next of its kind or key may run now, not a poll later
+        if job.at_once or job.one_at_a_time or job.batch_id or job.awaited:
+            # The next of its kind or key may run now, or what its end let go (a batch's
+            # callback, a job that waited for it): not a poll later.
+            self._wake()
         if outcome is Outcome.DONE:
             if self._queue.observe is not None:
                 self.observe(ran(attempt, outcome))
@@ -202,7 +204,7 @@ class Outcomes:
         if how == "done":
             self._done(attempt)
             return
-        if job.at_once or job.one_at_a_time:
+        if job.at_once or job.one_at_a_time or job.batch_id or job.awaited:
             self._wake()
         if how == "expired":
             said, outcome = "a job expired before it started, and will not run", Outcome.EXPIRED
@@ -273,7 +275,7 @@ class Outcomes:
         job = attempt.job
         attempt.error = None
         self._counts.add(job.kind, Outcome.DONE)
-        if job.at_once or job.one_at_a_time:
+        if job.at_once or job.one_at_a_time or job.batch_id or job.awaited:
             self._wake()
         self.observe(ran(attempt, Outcome.DONE))
 

@@ -437,6 +437,72 @@ class SQL(table.SQL):
         UPDATE jobs SET batch_id = :id
         WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[]))))
         """
+
+    # A followed end (jobq.sql.workflow) notifies as the template's settle, end and cancel
+    # do: the kind a limited job frees, ' ' and the ID of a job that ended (for a wait for
+    # its result), '' for a cancel asked, and the kind of a job let go. Each returns a row
+    # a job it changed, which the kit counts.
+    member_done = """
+        WITH done AS (
+            DELETE FROM jobs WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
+              AND held_until > 0 AND cancel_asked IS NULL
+            RETURNING kind, alone_key IS NOT NULL OR at_once IS NOT NULL AS limited
+        )
+        SELECT CASE WHEN limited THEN pg_notify('jobq', kind) END FROM done
+        """
+    member_fail = """
+        WITH failed AS (
+            UPDATE jobs SET held_until = 0, ended = 'failed', failed_at = :failed_at,
+                error = :error
+            WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
+              AND cancel_asked IS NULL
+            RETURNING id
+        )
+        SELECT pg_notify('jobq', ' ' || id) FROM failed
+        """
+    cancel_waiting = """
+        WITH cancelled AS (
+            UPDATE jobs SET ended = 'cancelled', failed_at = :now, unique_key = NULL,
+                held_until = 0, waiting = NULL, error = coalesce(CAST(:error AS text), error)
+            WHERE id = :id AND failed_at IS NULL AND held_until <= :now
+            RETURNING id
+        )
+        SELECT pg_notify('jobq', ' ' || id) FROM cancelled
+        """
+    cancel_ask = """
+        WITH asked AS (
+            UPDATE jobs SET cancel_asked = coalesce(cancel_asked, :now)
+            WHERE id = :id AND failed_at IS NULL AND held_until > :now
+            RETURNING id
+        )
+        SELECT pg_notify('jobq', '') FROM asked
+        """
+    expire_one = """
+        WITH expired AS (
+            UPDATE jobs SET ended = 'expired', failed_at = expires_at, unique_key = NULL,
+                held_until = 0, waiting = NULL
+            WHERE id = :id AND expires_at <= :now AND failed_at IS NULL AND held_until <= :now
+              AND attempts = 0 AND snoozes = 0
+            RETURNING id
+        )
+        SELECT pg_notify('jobq', ' ' || id) FROM expired
+        """
+    batch_go = """
+        WITH gone AS (
+            UPDATE jobs SET run_at = :now, waiting = NULL
+            WHERE id = :id AND waiting = 'batch' AND failed_at IS NULL
+            RETURNING kind
+        )
+        SELECT pg_notify('jobq', kind) FROM gone
+        """
+    go = """
+        WITH gone AS (
+            UPDATE jobs SET run_at = :now, waiting = NULL
+            WHERE id = :id AND waiting = 'after' AND failed_at IS NULL
+            RETURNING kind
+        )
+        SELECT pg_notify('jobq', kind) FROM gone
+        """
     run_now = f"""
         UPDATE jobs SET run_at = :now
         WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[])))) AND {listing.LATER}
