@@ -37,6 +37,10 @@ SMALL = {
     "claim_mysql": ("benchmarks/claim_mysql.py --big 1000 --jobs 100 --cycle 100", "ratio"),
     "claim_sqlite": ("benchmarks/claim_sqlite.py --jobs 100", "ratio"),
     "servers": ("benchmarks/servers.py --jobs 100 --big 1000 --repeat 3", "MariaDB"),
+    "workflow": (
+        "benchmarks/workflow.py --rounds 1 --batch 200 --singles 20 --settles 100",
+        "member / plain run",
+    ),
     "loop": ("runtime/benchmarks/loop.py 500", "128 workers"),
     "cron_next": ("runtime/benchmarks/cron_next.py", "Europe/Paris"),
 }

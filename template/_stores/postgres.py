@@ -338,7 +338,9 @@ class SQL(postgres.SQL):
     # cancel wins over a settle, not the renewal: its handler runs on. A job by its key
     # through ARRAY(SELECT unnest(...)), its values by their place, "not ended" as
     # num_nulls, which no partial index serves: jobs_pkey, whatever the planner's
-    # statistics (docs/store.md, "Settles, hold-backs and renewals").
+    # statistics (docs/store.md, "Settles, hold-backs and renewals"). At {batches}, for a
+    # settle of a batch's members, the kit counts those that ended in their batch, and
+    # lets its callback go as the last ends: in the settle's own statement.
     settle = """
         WITH done AS (
             DELETE FROM jobs
@@ -347,7 +349,7 @@ class SQL(postgres.SQL):
                   array_position(CAST(:done_ids AS bigint[]), jobs.id)]
               AND num_nulls(jobs.failed_at) = 1 AND jobs.held_until > 0
               AND jobs.cancel_asked IS NULL
-            RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
+            RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once, jobs.batch_id
         ),
         retried AS (
             UPDATE jobs SET held_until = 0,
@@ -360,7 +362,7 @@ class SQL(postgres.SQL):
                   array_position(CAST(:retry_ids AS bigint[]), jobs.id)]
               AND num_nulls(jobs.failed_at) = 1 AND jobs.held_until > 0
               AND jobs.cancel_asked IS NULL
-            RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
+            RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once, jobs.batch_id
         ),
         failed AS (
             UPDATE jobs SET held_until = 0, ended = 'failed',
@@ -373,14 +375,14 @@ class SQL(postgres.SQL):
                   array_position(CAST(:fail_ids AS bigint[]), jobs.id)]
               AND num_nulls(jobs.failed_at) = 1 AND jobs.held_until > 0
               AND jobs.cancel_asked IS NULL
-            RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once
+            RETURNING jobs.id, jobs.kind, jobs.alone_key, jobs.at_once, jobs.batch_id
         ),
         settled AS (
             SELECT * FROM done UNION ALL SELECT * FROM retried UNION ALL SELECT * FROM failed
         ),
         limited AS (
             SELECT DISTINCT kind FROM settled WHERE alone_key IS NOT NULL OR at_once IS NOT NULL
-        )
+        ){batches}
         SELECT id FROM settled
         UNION ALL
         SELECT NULL FROM limited, pg_notify('jobq', limited.kind)

@@ -825,6 +825,13 @@ class SQL(table.SQL):
         " AND id IN :ids"
     )
     join_batch = "UPDATE jobs SET batch_id = :id WHERE id IN :ids"
+    # A followed settle's locking read: of the jobs its fences name, those it may settle.
+    settle_held = """
+        SELECT id FROM jobs FORCE INDEX (PRIMARY)
+        WHERE id IN :ids AND (id, attempts) IN :fences AND failed_at IS NULL AND held_until > 0
+          AND cancel_asked IS NULL
+        FOR UPDATE
+        """
     run_now = (
         f"UPDATE jobs SET run_at = :now WHERE id IN :ids AND {listing.LATER} AND waiting IS NULL"
     )
@@ -991,8 +998,43 @@ class Driver:
     def claim(self, now: datetime, until: datetime, most: int, by: Claimant | None) -> list[Job]:
         return claim(self.db, self._claims, now, until, most, by)
 
-    def settle(self, done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> list[str]:
-        return settle(self.db, self._settles, done, retry, fail)
+    def settle(
+        self,
+        done: Sequence[Job],
+        retry: Sequence[Job],
+        fail: Sequence[Job],
+        then: table.Then | None = None,
+    ) -> list[str]:
+        if then is None:
+            return settle(self.db, self._settles, done, retry, fail)
+        return self.db.run(lambda sql: self._settle_then(sql, done, retry, fail, then))
+
+    def _settle_then(
+        self,
+        sql: Statements,
+        done: Sequence[Job],
+        retry: Sequence[Job],
+        fail: Sequence[Job],
+        then: table.Then,
+    ) -> list[str]:
+        """``settle`` in one transaction, which must know exactly which jobs it kept (a
+        batch counts each once): a locking read of the fences first, then the settles of
+        those it locked, whose fences nothing can change before the commit."""
+        now = datetime.now(UTC)
+        for job in fail:
+            job.failed_at = job.failed_at or now
+        settled = [*done, *retry, *fail]
+        held = {str(id) for (id,) in sql.rows(self.sql.settle_held, fences(settled))}
+        done, retry, fail = ([j for j in jobs if j.id in held] for jobs in (done, retry, fail))
+        if done:
+            sql.count(self._settles.done, fences(done))
+        if retry:
+            sql.count(self._settles.retry, _settles(retry, [j.run_at for j in retry]))
+        if fail:
+            sql.count(self._settles.fail, _settles(fail, [j.failed_at or now for j in fail]))
+        kept = [job.id for job in (*done, *retry, *fail)]
+        then(sql, kept)
+        return kept
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
         params = {**fences(jobs), "until": rows.ms(until)}

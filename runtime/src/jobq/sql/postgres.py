@@ -319,17 +319,28 @@ def settle(
     done: Sequence[Job] = (),
     retry: Sequence[Job] = (),
     fail: Sequence[Job] = (),
+    then: table.Then | None = None,
 ) -> list[str]:
     """``BatchStore.settle_many``: ``statement`` settles the batch, given ``settles``'
     parameters, and returns the ID of each job it kept (a NULL row is not one: a
-    statement may return them for what else it does, as notifying kinds)."""
+    statement may return them for what else it does, as notifying kinds). ``then``:
+    given the IDs kept, in the same transaction (``table.Then``)."""
     if not (done or retry or fail):
         return []
     for job in fail:
         job.failed_at = job.failed_at or datetime.now(UTC)
     params = settles(done, retry, fail)
-    found = db.run(lambda sql: sql.rows(statement, params))
-    return [str(id) for (id,) in found if id is not None]
+    if then is None:
+        found = db.run(lambda sql: sql.rows(statement, params))
+        return [str(id) for (id,) in found if id is not None]
+
+    def work(sql: Statements) -> list[str]:
+        with sql.transaction():
+            kept = [str(id) for (id,) in sql.rows(statement, params) if id is not None]
+            then(sql, kept)
+            return kept
+
+    return db.run(work)
 
 
 def settles(done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> dict[str, Any]:
@@ -360,6 +371,39 @@ def renewal(jobs: Sequence[Job], until: datetime) -> dict[str, Any]:
     }
 
 
+# A settle's {batches}, where it ends a batch's members: the batch counts of those that
+# ended (done or failed; its callback's own end is not one), and the callback let go as
+# the last ends, notified. Data-modifying CTEs all run, read or not. Nothing for a settle
+# of no member: its plan stays the plain one (an empty UPDATE's costs 100 µs a settle).
+BATCHES = """,
+        ends AS (
+            SELECT batch_id, count(*) AS ended, count(*) FILTER (WHERE how = 'done') AS done
+            FROM (
+                SELECT batch_id, id, 'done' AS how FROM done
+                UNION ALL SELECT batch_id, id, 'failed' FROM failed
+            ) AS member
+            WHERE batch_id IS NOT NULL AND batch_id <> id
+            GROUP BY batch_id
+        ),
+        counted AS (
+            UPDATE job_batches SET
+                ended_at = CASE WHEN pending = ends.ended AND ended_at IS NULL
+                    THEN (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+                    ELSE ended_at END,
+                pending = pending - ends.ended, done = job_batches.done + ends.done,
+                failed = failed + ends.ended - ends.done
+            FROM ends WHERE job_batches.id = ends.batch_id
+            RETURNING job_batches.id, pending
+        ),
+        gone AS (
+            UPDATE jobs SET waiting = NULL,
+                run_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+            FROM counted
+            WHERE jobs.id = counted.id AND counted.pending = 0 AND jobs.waiting = 'batch'
+              AND jobs.failed_at IS NULL
+            RETURNING pg_notify('jobq', jobs.kind)
+        )"""
+
 # A claim's {kinds}: the claimant's kinds, or nothing for a claim of any kind. Two texts,
 # each planned for itself: ``:kinds IS NULL OR ...`` is an OR a generic plan can't fold away.
 KINDS = "AND kind = ANY (CAST(:kinds AS text[]))"
@@ -387,7 +431,9 @@ class SQL(table.SQL):
     - ``claim``, ``lock``, ``claim_limited``: the claim's (``ClaimStatements``' ``free``,
       ``lock`` and ``limited``), each with ``{kinds}`` where the kit writes ``KINDS``, the
       claimant's kinds (``:kinds``, a text array), or nothing (see ``claims``);
-    - ``settle``: a batch settle given ``settles``' parameters (see ``settle``);
+    - ``settle``: a batch settle given ``settles``' parameters (see ``settle``), each of
+      its CTEs returning ``batch_id`` too, with ``{batches}`` after its last CTE, where
+      the kit writes ``BATCHES`` for a settle of a batch's members;
     - ``renew``: the holds of the jobs ``:ids`` (``:attempts``) their claims still have,
       moved to ``:until``, returning their IDs;
     - ``push``: a job with no key, returning its ID; ``push_unique`` and ``waiting``: see
@@ -442,24 +488,6 @@ class SQL(table.SQL):
     # do: the kind a limited job frees, ' ' and the ID of a job that ended (for a wait for
     # its result), '' for a cancel asked, and the kind of a job let go. Each returns a row
     # a job it changed, which the kit counts.
-    member_done = """
-        WITH done AS (
-            DELETE FROM jobs WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
-              AND held_until > 0 AND cancel_asked IS NULL
-            RETURNING kind, alone_key IS NOT NULL OR at_once IS NOT NULL AS limited
-        )
-        SELECT CASE WHEN limited THEN pg_notify('jobq', kind) END FROM done
-        """
-    member_fail = """
-        WITH failed AS (
-            UPDATE jobs SET held_until = 0, ended = 'failed', failed_at = :failed_at,
-                error = :error
-            WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
-              AND cancel_asked IS NULL
-            RETURNING id
-        )
-        SELECT pg_notify('jobq', ' ' || id) FROM failed
-        """
     cancel_waiting = """
         WITH cancelled AS (
             UPDATE jobs SET ended = 'cancelled', failed_at = :now, unique_key = NULL,
@@ -487,10 +515,33 @@ class SQL(table.SQL):
         )
         SELECT pg_notify('jobq', ' ' || id) FROM expired
         """
+    # The count, and the callback let go when it was the last, in one statement: the
+    # transaction of a member's settle takes a round trip more, not two.
+    count_returns = True
+    settle_counts = True  # the template's settle counts a batch's members as it ends them
+    batch_count = """
+        WITH counted AS (
+            UPDATE job_batches SET
+                ended_at = CASE WHEN pending = :ended AND ended_at IS NULL THEN :now
+                    ELSE ended_at END,
+                pending = pending - :ended, done = done + :done, failed = failed + :failed,
+                cancelled = cancelled + :cancelled, expired = expired + :expired
+            WHERE id = :id
+            RETURNING id, pending
+        ),
+        gone AS (
+            UPDATE jobs SET run_at = :now, waiting = NULL FROM counted
+            WHERE jobs.id = counted.id AND counted.pending = 0 AND jobs.waiting = 'batch'
+              AND jobs.failed_at IS NULL
+            RETURNING jobs.kind
+        )
+        SELECT counted.pending, (SELECT count(pg_notify('jobq', kind)) FROM gone) FROM counted
+        """
     batch_go = """
         WITH gone AS (
             UPDATE jobs SET run_at = :now, waiting = NULL
             WHERE id = :id AND waiting = 'batch' AND failed_at IS NULL
+              AND EXISTS (SELECT 1 FROM job_batches WHERE job_batches.id = :id AND pending = 0)
             RETURNING kind
         )
         SELECT pg_notify('jobq', kind) FROM gone
@@ -555,6 +606,8 @@ class Driver:
         self._claims = claims(sql)
         self._push_many = functools.cache(sql.push_many)
         self._give_back = f"{sql.put_back} RETURNING pg_notify('{sql.channel}', kind)"
+        self._settle = table.fill(sql, "settle", batches="")
+        self._settle_members = table.fill(sql, "settle", batches=BATCHES)
         self._hold_back = f"WITH kind_held AS ({sql.hold_kind}) {sql.put_back}"
 
     def bind(self, connection: Connection) -> Driver:
@@ -615,8 +668,16 @@ class Driver:
     def claim(self, now: datetime, until: datetime, most: int, by: Claimant | None) -> list[Job]:
         return claim(self.db, self._claims, now, until, most, by)
 
-    def settle(self, done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> list[str]:
-        return settle(self.db, self.sql.settle, done, retry, fail)
+    def settle(
+        self,
+        done: Sequence[Job],
+        retry: Sequence[Job],
+        fail: Sequence[Job],
+        then: table.Then | None = None,
+    ) -> list[str]:
+        members = any(job.batch_id for jobs in (done, fail) for job in jobs)
+        statement = self._settle_members if members else self._settle
+        return settle(self.db, statement, done, retry, fail, then)
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
         params = renewal(jobs, until)

@@ -273,14 +273,15 @@ def settle(
     done: Sequence[Job] = (),
     retry: Sequence[Job] = (),
     fail: Sequence[Job] = (),
+    then: table.Then | None = None,
 ) -> list[str]:
     """``BatchStore.settle_many`` with ``statements``, in one transaction: the IDs of the jobs
-    whose settles were kept."""
+    whose settles were kept. ``then``: given them, in that transaction (``table.Then``)."""
     now = datetime.now(UTC)
     for job in fail:
         job.failed_at = job.failed_at or now
 
-    def work(sql: Statements) -> list[tuple[Any, ...]]:
+    def work(sql: Statements) -> list[str]:
         found: list[tuple[Any, ...]] = []
         most = statements.done_at_most
         for first in range(0, len(done), most):
@@ -304,9 +305,12 @@ def settle(
                     },
                 ),
             )
-        return found
+        kept = [str(id) for (id,) in found]
+        if then is not None:
+            then(sql, kept)
+        return kept
 
-    return [str(id) for (id,) in db.write(work)]
+    return db.write(work)
 
 
 class _Driver:
@@ -421,6 +425,8 @@ class SQL(table.SQL):
         DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'
           AND id IN (SELECT value FROM json_each(:ids))
         """
+    count_returns = True
+    batch_count = table.SQL.batch_count.rstrip() + " RETURNING pending\n"
     join_batch = """
         UPDATE jobs SET batch_id = :id WHERE id IN (SELECT value FROM json_each(:ids))
         """
@@ -527,8 +533,14 @@ class Driver:
     def claim(self, now: datetime, until: datetime, most: int, by: Claimant | None) -> list[Job]:
         return claim(self.db, self._claims, now, until, most, by)
 
-    def settle(self, done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]) -> list[str]:
-        return settle(self.db, self._settles, done, retry, fail)
+    def settle(
+        self,
+        done: Sequence[Job],
+        retry: Sequence[Job],
+        fail: Sequence[Job],
+        then: table.Then | None = None,
+    ) -> list[str]:
+        return settle(self.db, self._settles, done, retry, fail, then)
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
         params = {**rows.numbered(jobs), "until": rows.ms(until)}

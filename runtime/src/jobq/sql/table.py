@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from jobq.status import Status
     from jobq.tally import Tally
 
+    # What a settle runs after its statements, in its transaction, given the IDs it kept:
+    # how a batch's member's end is counted with it (jobq.sql.workflow).
+    Then = Callable[[rows.Statements, list[str]], None]
+
 __all__ = ["Driver", "FOREVER", "SQL", "Table", "check", "fill", "statement"]
 
 _F = TypeVar("_F", bound="Callable[..., str]")
@@ -268,7 +272,11 @@ class Driver(Protocol):
     ) -> list[Job]: ...
 
     def settle(
-        self, done: Sequence[Job], retry: Sequence[Job], fail: Sequence[Job]
+        self,
+        done: Sequence[Job],
+        retry: Sequence[Job],
+        fail: Sequence[Job],
+        then: Then | None = None,
     ) -> list[str]: ...
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]: ...
@@ -322,17 +330,13 @@ class Table:
         return claimed[0] if claimed else None
 
     def done(self, job: Job) -> bool:
-        if job.batch_id or job.awaited:
-            return bool(self._followed((job,), ()))
-        return bool(self._driver.settle((job,), (), ()))
+        return bool(self.settle_many(done=(job,)))
 
     def retry(self, job: Job) -> bool:
         return bool(self._driver.settle((), (job,), ()))
 
     def fail(self, job: Job) -> bool:
-        if job.batch_id or job.awaited:
-            return bool(self._followed((), (job,)))
-        return bool(self._driver.settle((), (), (job,)))
+        return bool(self.settle_many(fail=(job,)))
 
     # BatchStore, RenewStore
 
@@ -346,50 +350,28 @@ class Table:
     ) -> list[str]:
         if not (done or retry or fail):
             return []
-        if not any(job.batch_id or job.awaited for jobs in (done, fail) for job in jobs):
-            return self._driver.settle(done, retry, fail)
-        plain_done = [job for job in done if not (job.batch_id or job.awaited)]
-        plain_fail = [job for job in fail if not (job.batch_id or job.awaited)]
-        kept = (
-            self._driver.settle(plain_done, retry, plain_fail)
-            if (plain_done or retry or plain_fail)
-            else []
-        )
-        return kept + self._followed(
-            [job for job in done if job.batch_id or job.awaited],
-            [job for job in fail if job.batch_id or job.awaited],
-        )
-
-    def _followed(
-        self, done: Sequence[Job], fail: Sequence[Job], end: tuple[Job, bool] | None = None
-    ) -> list[str]:
-        """Settle jobs whose ends are followed (a batch's, or awaited), in one transaction
-        with what their ends set off (``jobq.sql.workflow``): their IDs kept. ``end``: a job
-        to end as its ``job.ended`` says, and whether it ran (``CancelStore.end``)."""
-        now = datetime.now(UTC)
         s = self._driver.sql
+        counted = s.settle_counts  # the settle statement counts a batch's members itself
+        followed = {
+            job.id: job for job in (*done, *fail) if job.awaited or (job.batch_id and not counted)
+        }
+        if not followed:
+            return self._driver.settle(done, retry, fail)
+        # A batch's member, or a job waited for: its end is followed in the settle's own
+        # transaction (jobq.sql.workflow), so that it counts, and lets go, exactly once.
+        now = datetime.now(UTC)
+        failing = {job.id for job in fail}
 
-        def work(sql: rows.Statements) -> list[str]:
-            ended: list[Ended] = []
-            if end is not None and sql.count(s.end, rows.ended(*end)):
-                ended.append(_end_of(end[0], end[0].ended or "cancelled"))
-            for job in done:
-                if sql.count(s.member_done, rows.fence(job)):
-                    ended.append(_end_of(job, "done"))
-            for job in fail:
-                params = {
-                    **rows.fence(job),
-                    "failed_at": rows.ms(job.failed_at or now),
-                    "error": rows.error_text(job),
-                }
-                if sql.count(s.member_fail, params):
-                    ended.append(_end_of(job, "failed"))
+        def then(sql: rows.Statements, kept: list[str]) -> None:
+            ended = [
+                _end_of(followed[id], "failed" if id in failing else "done", counted)
+                for id in kept
+                if id in followed
+            ]
             if ended:
                 workflow.follow(sql, s, ended, now)
-            return [str(e.id) for e in ended]
 
-        kept: list[str] = self._driver.write(work)
-        return kept
+        return self._driver.settle(done, retry, fail, then)
 
     def renew(self, jobs: Sequence[Job], until: datetime) -> list[str]:
         return self._driver.renew(jobs, until) if jobs else []
@@ -431,9 +413,18 @@ class Table:
         return [rows.job(row) for row in self._driver.read(self._driver.sql.cancelled, {})]
 
     def end(self, job: Job, ran: bool) -> bool:
-        if job.batch_id or job.awaited:
-            return bool(self._followed((), (), (job, ran)))
-        return self._driver.change(self._driver.sql.end, rows.ended(job, ran)) > 0
+        if not (job.batch_id or job.awaited):
+            return self._driver.change(self._driver.sql.end, rows.ended(job, ran)) > 0
+        now, s = datetime.now(UTC), self._driver.sql
+
+        def work(sql: rows.Statements) -> bool:
+            if not sql.count(s.end, rows.ended(job, ran)):
+                return False
+            workflow.follow(sql, s, [_end_of(job, job.ended or "cancelled")], now)
+            return True
+
+        ended: bool = self._driver.write(work)
+        return ended
 
     def expire(self, now: datetime) -> int:
         s = self._driver.sql
@@ -689,8 +680,9 @@ class Table:
         return pruned
 
 
-def _end_of(job: Job, how: str) -> Ended:
-    batch = None if job.batch_id is None else int(job.batch_id)
+def _end_of(job: Job, how: str, counted: bool = False) -> Ended:
+    """``job``'s end, to follow; ``counted``: its batch counted it already (the settle's)."""
+    batch = None if job.batch_id is None or counted else int(job.batch_id)
     return Ended(int(job.id), how, batch, job.awaited)
 
 

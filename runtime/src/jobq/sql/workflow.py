@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jobq.sql import rows
 
@@ -41,17 +41,16 @@ class WorkflowSQL:
     """The statements of batches and waits (``jobq.sql.table.SQL`` has them), each a
     default a database's SQL may override. Times are Unix ms; an ID the integer key.
 
-    - ``member_done``, ``member_fail``: a claimed job (``:id``, fenced by ``:attempts``,
-      its hold and no cancel asked) deleted, or failed at ``:failed_at`` with ``:error``;
-      ``member_again``, ``member_again_from_checkpoint``: ``run_again``'s, for a batch's;
+    - ``member_again``, ``member_again_from_checkpoint``: ``run_again``'s, for a batch's;
     - ``cancel_waiting``: the job ``:id``, not ended and held by no claim at ``:now``,
       ended cancelled (``:error`` kept when given); ``cancel_ask``: one a claim holds, its
       cancel asked; ``followed``: ``(batch_id, awaited, waiting)`` of the job ``:id``;
     - ``expiring``: ``(id, batch_id, awaited)`` of the jobs ``expire`` passes over (a
       batch's, or awaited) that expired by ``:now``; ``expire_one``: one of them ended;
-    - ``batch_new``, ``batch_count``, ``batch_close``, ``batch_go``, ``batch_reopen``:
-      a batch's row made, its counts moved, closed when nothing is pending, its
-      callback let go, and a member counted as pending again;
+    - ``batch_new``, ``batch_count``, ``batch_go``, ``batch_reopen``: a batch's row made,
+      its counts moved (and ``ended_at`` set as nothing is left pending; returning
+      ``(pending)`` where ``count_returns``), its callback let go once nothing is
+      pending (a no-op once let go: so exactly once), and a member pending again;
     - ``batch``, ``batch_running``, ``batch_not_done``, ``batch_live``: a batch read;
     - ``mark_waiting``: the job ``:id`` waiting ``:waiting``; ``mark_callback``: the
       callback of the batch ``:id``; ``await_job``: the job ``:id``, not ended, awaited;
@@ -66,15 +65,6 @@ class WorkflowSQL:
 
     join_batch: str
 
-    member_done = """
-        DELETE FROM jobs WHERE id = :id AND attempts = :attempts AND failed_at IS NULL
-          AND held_until > 0 AND cancel_asked IS NULL
-        """
-    member_fail = """
-        UPDATE jobs SET held_until = 0, ended = 'failed', failed_at = :failed_at, error = :error
-        WHERE id = :id AND attempts = :attempts AND failed_at IS NULL AND held_until > 0
-          AND cancel_asked IS NULL
-        """
     member_again = """
         UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
             run_at = :run_at, held_until = 0, progress = NULL, checkpoint = NULL, waiting = NULL
@@ -110,18 +100,25 @@ class WorkflowSQL:
         INSERT INTO job_batches (id, total, pending, done, failed, cancelled, expired, created_at)
         VALUES (:id, :total, :total, 0, 0, 0, 0, :now)
         """
+    # Whether the settle statement counts a batch's members itself, as batch_count would, in
+    # its one statement (Postgres's): then only a job waited for is followed after it.
+    settle_counts: ClassVar[bool] = False
+    # Whether batch_count returns the batch's (pending) after it: a database whose UPDATE
+    # returns rows. Else the kit lets the callback go (batch_go) after every count.
+    count_returns: ClassVar[bool] = False
+    # ended_at first: MySQL sets columns left to right, each seeing those set before it.
     batch_count = """
-        UPDATE job_batches SET pending = pending - :ended, done = done + :done,
-            failed = failed + :failed, cancelled = cancelled + :cancelled,
-            expired = expired + :expired
+        UPDATE job_batches SET
+            ended_at = CASE WHEN pending = :ended AND ended_at IS NULL THEN :now
+                ELSE ended_at END,
+            pending = pending - :ended, done = done + :done, failed = failed + :failed,
+            cancelled = cancelled + :cancelled, expired = expired + :expired
         WHERE id = :id
-        """
-    batch_close = """
-        UPDATE job_batches SET ended_at = :now WHERE id = :id AND pending = 0 AND ended_at IS NULL
         """
     batch_go = """
         UPDATE jobs SET run_at = :now, waiting = NULL
         WHERE id = :id AND waiting = 'batch' AND failed_at IS NULL
+          AND EXISTS (SELECT 1 FROM job_batches WHERE job_batches.id = :id AND pending = 0)
         """
     batch_reopen = """
         UPDATE job_batches SET pending = pending + 1, failed = failed - :failed,
@@ -193,11 +190,20 @@ def follow(sql: Statements, s: WorkflowSQL, ended: Sequence[Ended], now: datetim
                 sql.count(s.unwait, {"id": waiter, "after": end.id})
                 todo += _resolve(sql, s, int(waiter), end.id, end.how, bool(anyway), at)
     for batch, counted in counts.items():
-        params = {"id": batch, "ended": counted.total(), "done": counted["done"]}
-        params |= {how: counted[how] for how in ("failed", "cancelled", "expired")}
+        _count(sql, s, batch, counted, at)
+
+
+def _count(sql: Statements, s: WorkflowSQL, batch: int, counted: Counter[str], at: int) -> None:
+    """Count ``counted`` ends in ``batch``; let its callback go once nothing is pending."""
+    params = {"id": batch, "now": at, "ended": counted.total(), "done": counted["done"]}
+    params |= {how: counted[how] for how in ("failed", "cancelled", "expired")}
+    if s.count_returns:
+        found = sql.rows(s.batch_count, params)
+        if not found or found[0][0] != 0:
+            return
+    else:
         sql.count(s.batch_count, params)
-        if sql.count(s.batch_close, {"id": batch, "now": at}):
-            sql.count(s.batch_go, {"id": batch, "now": at})
+    sql.count(s.batch_go, {"id": batch, "now": at})
 
 
 def _resolve(
@@ -252,8 +258,8 @@ def join(
     if total:
         sql.count(s.join_batch, {"id": callback, "ids": members})
     sql.count(s.batch_new, {"id": callback, "total": total, "now": at})
-    if not total and sql.count(s.batch_close, {"id": callback, "now": at}):
-        sql.count(s.batch_go, {"id": callback, "now": at})
+    if not total:
+        _count(sql, s, callback, Counter(), at)  # nothing to wait for: it ends at once
 
 
 def read_batch(sql: Statements, s: WorkflowSQL, id: int, now: datetime) -> Batch | None:
