@@ -123,6 +123,10 @@ def runs(module: ModuleType, url: str, n: int, *, members: bool) -> float:
     return took / n
 
 
+def _ratio(med: dict[str, float], what: str) -> float:
+    return med[f"{what}, member"] / med[f"{what}, plain"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=10_000)
@@ -154,13 +158,10 @@ def main() -> None:
                 print(f"{NAMES[db]} round {n + 1}: {said}", flush=True)
         med = {name: statistics.median(values) for name, values in figures.items()}
 
-        def ratio(what: str) -> float:
-            return med[f"{what}, member"] / med[f"{what}, plain"]
-
         table.append(
             f"| {NAMES[db]} | {med['push alone'] / med['push in a batch']:.1f}x "
-            f"| {ratio(f'settle {args.group} at a time'):.2f}x "
-            f"| {ratio('settle 1 at a time'):.2f}x | {ratio('run'):.2f}x |"
+            f"| {_ratio(med, f'settle {args.group} at a time'):.2f}x "
+            f"| {_ratio(med, 'settle 1 at a time'):.2f}x | {_ratio(med, 'run'):.2f}x |"
         )
     print()
     print(
