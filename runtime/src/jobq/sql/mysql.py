@@ -964,13 +964,15 @@ class Driver:
         raise _latest_locked(job)
 
     def push_many(self, jobs: Sequence[Job], latest: bool) -> list[bool]:
-        def push(sql: Statements) -> list[bool]:
-            def batch(part: Sequence[Job]) -> list[int]:
-                return insert_many(sql, self._many, part)
+        return self.db.run(lambda sql: self.push_many_in(sql, jobs, latest))
 
-            return rows.push_many(jobs, batch, lambda job: self._push_one(sql, job, latest))
+    def push_many_in(self, sql: Statements, jobs: Sequence[Job], latest: bool) -> list[bool]:
+        """``push_many`` through ``sql``, in its transaction: a batch's, or a chain's."""
 
-        return self.db.run(push)
+        def batch(part: Sequence[Job]) -> list[int]:
+            return insert_many(sql, self._many, part)
+
+        return rows.push_many(jobs, batch, lambda job: self._push_one(sql, job, latest))
 
     def push_scheduled(self, schedule: str, job: Job) -> bool:
         run = {"name": schedule, "run_at": rows.ms(job.run_at)}

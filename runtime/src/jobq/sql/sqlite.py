@@ -509,14 +509,16 @@ class Driver:
         job.id = str(self.db.write(lambda sql: sql.rows(self.sql.push_latest, params)[0][0]))
 
     def push_many(self, jobs: Sequence[Job], latest: bool) -> list[bool]:
-        def push(sql: Statements) -> list[bool]:
-            def batch(part: Sequence[Job]) -> list[int]:
-                given = {"jobs": json.dumps(rows.many_rows(part))}
-                return sorted(id for (id,) in sql.rows(self.sql.push_many, given))
+        return self.db.write(lambda sql: self.push_many_in(sql, jobs, latest))
 
-            return rows.push_many(jobs, batch, lambda job: self._push_one(sql, job, latest))
+    def push_many_in(self, sql: Statements, jobs: Sequence[Job], latest: bool) -> list[bool]:
+        """``push_many`` through ``sql``, in its transaction: a batch's, or a chain's."""
 
-        return self.db.write(push)
+        def batch(part: Sequence[Job]) -> list[int]:
+            given = {"jobs": json.dumps(rows.many_rows(part))}
+            return sorted(id for (id,) in sql.rows(self.sql.push_many, given))
+
+        return rows.push_many(jobs, batch, lambda job: self._push_one(sql, job, latest))
 
     def push_scheduled(self, schedule: str, job: Job) -> bool:
         def push(sql: Statements) -> bool:

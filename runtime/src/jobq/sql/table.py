@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, TypeVar
 
 from jobq.errors import ConfigError
@@ -265,6 +264,9 @@ class Driver(Protocol):
 
     def push_many(self, jobs: Sequence[Job], latest: bool) -> list[bool]: ...
 
+    # ``push_many`` through the statements of a ``write`` under way: its own kind of them.
+    def push_many_in(self, sql: Any, jobs: Sequence[Job], latest: bool) -> list[bool]: ...
+
     def push_scheduled(self, schedule: str, job: Job) -> bool: ...
 
     def claim(
@@ -303,22 +305,13 @@ class Table:
 
     def __init__(self, driver: Driver) -> None:
         self._driver = driver
-        self._bound = False
 
     def bind(self, connection: Connection) -> Self:
         """The same table through ``connection``'s transaction: a push is kept as it commits,
         or not at all."""
         bound = copy.copy(self)
         bound._driver = self._driver.bind(connection)
-        bound._bound = True
         return bound
-
-    def _together(self, work: Callable[[Self], _T]) -> _T:
-        """``work`` with this table in one transaction: the app's when bound, else its own."""
-        if self._bound:
-            return work(self)
-        with self.engine.begin() as connection:
-            return work(self.bind(connection))
 
     # Store
 
@@ -567,40 +560,39 @@ class Table:
 
     def push_batch(self, members: Sequence[Job], callback: Job, now: datetime) -> str:
         _check_keyless((*members, callback), "a batch's member or callback")
+        driver = self._driver
 
-        def work(table: Self) -> str:
+        def work(sql: rows.Statements) -> None:
             callback.run_at = WAITING_AT
-            table._driver.push(callback)
+            driver.push_many_in(sql, [callback], False)
             if members:
-                table._driver.push_many(members, False)
-            ids = table._driver.ids([int(job.id) for job in members])
-            batch = int(callback.id)
-            s = table._driver.sql
-            table._driver.write(lambda sql: workflow.join(sql, s, batch, ids, len(members), now))
-            return callback.id
+                driver.push_many_in(sql, members, False)
+            ids = driver.ids([int(job.id) for job in members])
+            workflow.join(sql, driver.sql, int(callback.id), ids, len(members), now)
 
-        batch = self._together(work)
+        driver.write(work)
         for job in (*members, callback):
-            job.batch_id = batch
-        return batch
+            job.batch_id = callback.id
+        return callback.id
 
     def push_chain(
         self, jobs: Sequence[Job], after: Sequence[str], anyway: bool, now: datetime
     ) -> None:
         _check_keyless(jobs, "a job that waits for others")
         first = [key for key in (rows.row_id(id) for id in after) if key is not None]
+        driver = self._driver
 
-        def work(table: Self) -> None:
-            s = table._driver.sql
+        def work(sql: rows.Statements) -> None:
             waits = first
             for job in jobs:
                 job.run_at = WAITING_AT
-                table._driver.push(job)
-                id = int(job.id)
-                table._driver.write(partial(_wait, s, id, waits, anyway, now))
-                waits = [id]
+                driver.push_many_in(sql, [job], False)
+                ended = workflow.wait(sql, driver.sql, int(job.id), waits, anyway, now)
+                if ended:
+                    workflow.follow(sql, driver.sql, ended, now)
+                waits = [int(job.id)]
 
-        self._together(work)
+        driver.write(work)
 
     def batch(self, id: str, now: datetime) -> Batch | None:
         key = rows.row_id(id)
@@ -684,15 +676,6 @@ def _end_of(job: Job, how: str, counted: bool = False) -> Ended:
     """``job``'s end, to follow; ``counted``: its batch counted it already (the settle's)."""
     batch = None if job.batch_id is None or counted else int(job.batch_id)
     return Ended(int(job.id), how, batch, job.awaited)
-
-
-def _wait(
-    s: SQL, id: int, after: list[int], anyway: bool, now: datetime, sql: rows.Statements
-) -> None:
-    """Have the job ``id``, just pushed, wait for ``after``; follow its end if it ended."""
-    ended = workflow.wait(sql, s, id, after, anyway, now)
-    if ended:
-        workflow.follow(sql, s, ended, now)
 
 
 def _check_keyless(jobs: Sequence[Job], what: str) -> None:
