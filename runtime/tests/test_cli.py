@@ -128,7 +128,8 @@ def test_the_jobs_help_names_every_jobs_command() -> None:
     group = typer.main.get_group(cli).commands["jobs"]
     assert isinstance(group, typer.core.TyperGroup)
     names = {"retry", "prune", "push", "run-due", "pause", "resume", "show", "cancel"}
-    assert names | {"cancelled", "discard", "work", "processes", "health"} <= set(group.commands)
+    more = {"cancelled", "discard", "work", "processes", "health", "batch", "cancel-batch"}
+    assert names | more <= set(group.commands)
     for name in group.commands:
         assert f" {name} " in described or f" {name}," in described, (name, described)
 
@@ -488,6 +489,140 @@ def test_jobs_show_says_what_became_of_a_job(database: Database) -> None:
     assert _run(database, "jobs", "show", "4x").exit_code == 1
 
 
+# Batches and jobs that wait for others
+
+
+def _batch(store: MemoryStore, n: int = 4) -> tuple[str, list[str]]:
+    """A batch of ``n`` flaky jobs, due now, with a digest as its callback; its ID and theirs."""
+    now = datetime.now(UTC)
+    members = [jobq.Job(kind="flaky", payload='{"up_at":null}', run_at=now) for _ in range(n)]
+    callback = jobq.Job(kind="digest", payload="1", run_at=now)
+    batch = store.push_batch(members, callback, now)
+    return batch, [job.id for job in members]
+
+
+def test_jobs_batch_counts_its_members_by_state_and_names_those_not_done(
+    database: Database,
+) -> None:
+    store = database.memory
+    batch, (first, second, third, fourth) = _batch(store)
+    now = datetime.now(UTC)
+    claimed = store.claim(now, now + timedelta(minutes=5))
+    assert claimed is not None
+    assert claimed.id == first
+    assert store.done(claimed)
+    assert store.cancel(second, now) == "cancelled"
+    running = store.claim(now, now + timedelta(minutes=5))
+    assert running is not None
+    assert running.id == third
+    told = _ok(database, "jobs", "batch", batch)
+    assert told.startswith(
+        f"Batch {batch}, open: 2 of 4 members ended; its callback, job {batch}, is pushed as "
+        f"the last ends.\n"
+    )
+    for state, n in (("waiting", 1), ("running", 1), ("done", 1), ("failed", 0)):
+        assert re.search(rf"^  {state} +{n}$", told, re.MULTILINE), (state, told)
+    assert re.search(r"^  cancelled +1$", told, re.MULTILINE)
+    assert re.search(r"^  total +4$", told, re.MULTILINE)
+    assert f"  not done: {second}\n" in told
+    assert f"{NAME} jobs cancel-batch {batch} cancels the 2 not ended." in told
+    as_json = json.loads(_ok(database, "jobs", "batch", batch, "--json"))
+    assert as_json == {
+        "id": batch,
+        "callback": batch,
+        "total": 4,
+        "waiting": 1,
+        "running": 1,
+        "done": 1,
+        "failed": 0,
+        "cancelled": 1,
+        "expired": 0,
+        "pending": 2,
+        "ended": False,
+        "created_at": as_json["created_at"],
+        "ended_at": None,
+        "not_done": [second],
+    }
+    assert datetime.fromisoformat(as_json["created_at"]).tzinfo is not None
+    # Its last two end: it ended, and says when.
+    assert store.cancel(fourth, now) == "cancelled"
+    running.failed_at, running.error = datetime.now(UTC), "boom"
+    assert store.fail(running)
+    ended = _ok(database, "jobs", "batch", batch)
+    assert ended.startswith(f"Batch {batch}, ended at ")
+    assert f"all 4 members ended, and its callback, job {batch}, was pushed." in ended
+    assert f"  not done: {second}, {third}, {fourth}\n" in ended
+    assert "cancel-batch" not in ended
+    as_json = json.loads(_ok(database, "jobs", "batch", batch, "--json"))
+    assert as_json["ended"] is True
+    assert datetime.fromisoformat(as_json["ended_at"]).tzinfo is not None
+    assert (as_json["pending"], as_json["failed"], as_json["cancelled"]) == (0, 1, 2)
+
+
+def test_jobs_batch_of_an_unknown_batch_says_so_in_one_line(database: Database) -> None:
+    for args in (["424242"], ["424242", "--json"]):
+        unknown = _run(database, "jobs", "batch", *args)
+        assert unknown.exit_code == 1
+        [line] = unknown.stderr.splitlines()
+        assert line.startswith(f"{NAME}: no batch 424242: it was never pushed, or was pruned")
+        assert unknown.stdout == ""
+    not_an_id = _run(database, "jobs", "batch", "4x")
+    assert not_an_id.exit_code == 1
+    assert "is not a batch's ID" in not_an_id.stderr
+    assert _run(database, "jobs", "cancel-batch", "424242").exit_code == 1
+
+
+def test_jobs_cancel_batch_cancels_the_members_that_have_not_ended(database: Database) -> None:
+    store = database.memory
+    batch, (first, *rest) = _batch(store, 3)
+    now = datetime.now(UTC)
+    claimed = store.claim(now, now + timedelta(minutes=5))
+    assert claimed is not None
+    assert claimed.id == first
+    assert store.done(claimed)
+    told = _ok(database, "jobs", "cancel-batch", batch)
+    assert told.startswith(f"Cancelled 2 members of batch {batch} (a running one stops")
+    assert sorted(job.id for job in store.cancelled()) == sorted(rest)
+    read = store.batch(batch, datetime.now(UTC))
+    assert read is not None
+    assert (read.done, read.cancelled, read.ended) == (1, 2, True)
+    # The callback, let go as the last ended, is due now; a batch cancelled again has no one.
+    assert _ok(database, "jobs", "show", batch).startswith(f"Job {batch}, digest: waiting, due")
+    again = _ok(database, "jobs", "cancel-batch", batch)
+    assert again == f"Batch {batch} has no member left to cancel: each has ended.\n"
+
+
+def test_jobs_show_names_what_a_job_waits_for_and_its_batch(database: Database) -> None:
+    store = database.memory
+    batch, (member, *_) = _batch(store, 2)
+    first, second = _waiting_job(store), _waiting_job(store)
+    now = datetime.now(UTC)
+    after = jobq.Job(kind="digest", payload="2", run_at=now)
+    store.push_chain([after], [first, second], False, now)
+    told = _ok(database, "jobs", "show", after.id)
+    assert told.startswith(f"Job {after.id}, digest: waiting for other jobs to end (no attempt")
+    assert f"  waits for {first}, {second}: due once each has ended\n" in told
+    assert "9999" not in told
+    assert "batch" not in told
+    as_json = json.loads(_ok(database, "jobs", "show", after.id, "--json"))
+    assert (as_json["waits_for"], as_json["batch"]) == ([first, second], None)
+    shown_member = _ok(database, "jobs", "show", member)
+    assert f"  member of batch {batch}: 0 of 2 members ended ({NAME} jobs batch {batch})\n" in (
+        shown_member
+    )
+    as_json = json.loads(_ok(database, "jobs", "show", member, "--json"))
+    assert (as_json["waits_for"], as_json["batch"]) == ([], batch)
+    callback = _ok(database, "jobs", "show", batch)
+    assert callback.startswith(f"Job {batch}, digest: waiting for other jobs to end")
+    assert f"  callback of batch {batch}: 0 of 2 members ended; it is due as the last ends" in (
+        callback
+    )
+    assert json.loads(_ok(database, "jobs", "show", batch, "--json"))["batch"] == batch
+    # A job with neither says neither.
+    plain = json.loads(_ok(database, "jobs", "show", first, "--json"))
+    assert (plain["waits_for"], plain["batch"]) == ([], None)
+
+
 def test_a_kind_that_keeps_results_is_shown_counted_and_pruned(database: Database) -> None:
     def invoice_kind(queue: jobq.Queue) -> None:
         @queue.kind("invoice", keep=timedelta(hours=1))
@@ -706,6 +841,8 @@ def test_a_store_without_the_extra_a_command_needs_is_told_in_one_line(
         (["jobs", "stats"], "StatsStore"),
         (["jobs", "pause", "x"], "PauseStore"),
         (["jobs", "processes"], "ProcessStore"),
+        (["jobs", "batch", "1"], "WorkflowStore"),
+        (["jobs", "cancel-batch", "1"], "WorkflowStore"),
     ):
         result = _run(database, *args)
         assert result.exit_code == 1, args

@@ -858,3 +858,113 @@ def test_a_long_jobs_progress_shows_as_a_bar_and_its_metadata_and_checkpoint_esc
     assert "&lt;script&gt;alert" in shown.split("<h3>Metadata</h3>")[1]
     assert MARKUP not in shown
     assert "&#34;steps&#34;: 12" in shown.split("<h3>Checkpoint</h3>")[1]
+
+
+# Batches and jobs that wait for others
+
+
+def _batch(jobs: Jobs, n: int = 3) -> tuple[str, list[str]]:
+    """A batch of ``n`` welcome mails, due now, with a prune as its callback; its ID and theirs."""
+    now = datetime.now(UTC)
+    members = [jobq.Job(kind="welcome-mail", payload=str(i), run_at=now) for i in range(n)]
+    callback = jobq.Job(kind="prune-jobs", payload="0", run_at=now)
+    batch = jobs.store.push_batch(members, callback, now)
+    return batch, [job.id for job in members]
+
+
+def test_a_batchs_page_counts_its_members_and_links_its_callback_and_those_not_done(
+    jobs: Jobs, page: TestClient
+) -> None:
+    batch, (first, second, third) = _batch(jobs)
+    now = datetime.now(UTC)
+    claimed = jobs.store.claim(now, now + timedelta(minutes=5))
+    assert claimed is not None
+    assert claimed.id == first
+    assert jobs.store.done(claimed)
+    assert jobs.store.cancel(second, now) == "cancelled"
+    response = page.get(f"/jobs/batches/{batch}")
+    assert response.status_code == 200
+    html = response.text
+    assert f"<h2>Batch {batch}, open</h2>" in html
+    assert '<progress max="100" value="66.7">67%</progress> 2 of 3 members' in html
+    counts = html.split('<table class="counts">')[1].split("</table>")[0]
+    for state, n in (("waiting", 1), ("running", 0), ("done", 1), ("cancelled", 1)):
+        assert f'<td class="n {state}">{n}</td>' in counts, state
+    assert '<td class="n total">3</td>' in counts
+    assert f'<a class="callback" href="/jobs/job/{batch}">job {batch}</a>' in html
+    not_done = html.split('<ul class="not-done">')[1].split("</ul>")[0]
+    assert f'<a href="/jobs/job/{second}">{second}</a>' in not_done
+    assert third not in not_done
+    assert 'action="/jobs/cancel-batch"' in html
+    # Its last member ends: it ended, and offers no cancel.
+    assert jobs.store.cancel(third, now) == "cancelled"
+    html = page.get(f"/jobs/batches/{batch}").text
+    assert f"<h2>Batch {batch}, ended</h2>" in html
+    assert '<progress max="100" value="100.0">100%</progress> 3 of 3 members' in html
+    assert "its callback was pushed" in html
+    assert 'action="/jobs/cancel-batch"' not in html
+
+
+def test_an_unknown_batchs_page_is_not_found(page: TestClient) -> None:
+    for id in ("424242", "4x", "9" * 400):
+        response = page.get(f"/jobs/batches/{id}")
+        assert response.status_code == 404, id
+        assert "No such batch" in response.text
+
+
+def test_cancel_batch_cancels_its_members_not_ended_only_from_the_pages_own_form(
+    jobs: Jobs, page: TestClient
+) -> None:
+    batch, members = _batch(jobs)
+    html = page.get(f"/jobs/batches/{batch}").text
+    token = _token(html)
+    for form, headers in (
+        ({"id": batch}, {}),  # no token
+        ({"id": batch, "token": "0" * len(token)}, {}),
+        ({"id": batch, "token": token}, {"Origin": "https://elsewhere.example"}),
+    ):
+        refused = page.post("/jobs/cancel-batch", data=form, headers=headers)
+        assert refused.status_code == 403, form
+    assert jobs.store.cancelled() == [], "a refused POST cancelled them"
+    response = page.post("/jobs/cancel-batch", data={"id": batch, "token": token})
+    assert response.status_code == 303
+    assert response.headers["location"] == f"/jobs/batches/{batch}?cancelled=3"
+    assert sorted(job.id for job in jobs.store.cancelled()) == sorted(members)
+    told = page.get(response.headers["location"]).text
+    assert '<p class="told">3 members cancelled' in told
+    assert f"<h2>Batch {batch}, ended</h2>" in told
+    # The callback, let go as the last member ended, runs.
+    assert jobs.queue.drain() == 1
+    unknown = page.post("/jobs/cancel-batch", data={"id": "424242", "token": token})
+    assert unknown.headers["location"] == "/jobs/batches/424242"
+    assert page.get(unknown.headers["location"]).status_code == 404
+    assert page.post("/jobs/cancel-batch", data={"id": "x", "token": token}).status_code == 400
+
+
+def test_a_jobs_page_links_its_batch_and_lists_what_it_waits_for(
+    jobs: Jobs, page: TestClient
+) -> None:
+    batch, (member, *_) = _batch(jobs, 2)
+    html = page.get(f"/jobs/job/{member}").text
+    assert f'member of <a class="batch" href="/jobs/batches/{batch}">batch {batch}</a>' in html
+    callback = page.get(f"/jobs/job/{batch}").text
+    assert f'callback of <a class="batch" href="/jobs/batches/{batch}">batch {batch}</a>' in (
+        callback
+    )
+    # Held till its members end: no time of 9999 to show, and no "Run now" to bring it forward.
+    assert "once what it waits for lets it go" in callback
+    assert "9999" not in callback
+    assert "Run now" not in callback
+    first = jobs.welcome_mail.push(1)
+    second = jobs.welcome_mail.push(2)
+    after = jobs.welcome_mail.push(3, after=[first, second])
+    shown = page.get(f"/jobs/job/{after}").text
+    waits = shown.split('<dd class="waits">')[1].split("</dd>")[0]
+    assert f'<a href="/jobs/job/{first}">{first}</a>, ' in waits
+    assert f'<a href="/jobs/job/{second}">{second}</a>' in waits
+    assert "due once each has ended" in waits
+    assert 'class="batch"' not in shown
+    assert "Run now" not in shown
+    plain = page.get(f"/jobs/job/{first}").text
+    assert 'class="waits"' not in plain
+    assert 'class="batch"' not in plain

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from jobq.cli import changes, lists, processes, stats, work
+from jobq.cli import batches, changes, lists, processes, stats, work
 
 if TYPE_CHECKING:
     from jobq.cli.program import Program
@@ -19,7 +19,8 @@ HELP = (
     "schedules, show says what became of one, retry runs them again, cancel stops a job that "
     "waits or runs, cancelled lists the cancelled ones, discard deletes ended jobs, prune "
     "deletes the old ones, push adds a job of one of the app's kinds, run-due runs what is due "
-    "now, pause holds a kind's jobs on every instance, resume lets them run again, stats "
+    "now, pause holds a kind's jobs on every instance, resume lets them run again, batch says "
+    "how a batch is getting on, cancel-batch cancels its members that have not ended, stats "
     "counts each kind's jobs by state, work runs them with no web server, processes lists the "
     "processes that run them, and health says whether all is well."
 )
@@ -31,6 +32,6 @@ def jobs_command(program: Program) -> typer.Typer:
     cli = typer.Typer(
         help=HELP, no_args_is_help=False, add_completion=False, pretty_exceptions_enable=False
     )
-    for commands in (lists, changes, stats, work, processes):
+    for commands in (lists, changes, batches, stats, work, processes):
         commands.add(cli, program)
     return cli

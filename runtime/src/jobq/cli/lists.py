@@ -14,11 +14,12 @@ from jobq.cli.errors import lacks
 from jobq.cli.text import at, count, is_id, kept, quoted, shown, until
 from jobq.listing import LISTS, MOST, Place, place_of
 from jobq.shown import progress, visible
-from jobq.store import BrowseStore, CancelStore, FailedStore, PauseStore
+from jobq.store import BrowseStore, CancelStore, FailedStore, PauseStore, WorkflowStore
 
 if TYPE_CHECKING:
     from datetime import timedelta
 
+    from jobq.batch import Batch
     from jobq.cli.program import Program
     from jobq.job import Job
     from jobq.status import Status
@@ -157,7 +158,15 @@ def add(cli: typer.Typer, program: Program) -> None:
             program.exit(f"{quoted(id)} is not a job's ID: give the ID a push or {jobs} gave")
         with program.opened() as app:
             status = app.queue.status(id)
-        job = status.job
+            job = status.job
+            store = app.queue.store
+            # What it waits for, and its batch: where the store keeps them (a WorkflowStore).
+            flows = store if isinstance(store, WorkflowStore) else None
+            waits = flows.waits(id) if flows is not None and job is not None else []
+            batch_id = None if job is None else job.batch_id
+            batch = None
+            if flows is not None and batch_id is not None:
+                batch = flows.batch(batch_id, datetime.now(UTC))
         if job is None:
             program.exit(
                 f"no job {shown(id)}: it was never pushed, or it is done (a kind that keeps no "
@@ -172,10 +181,16 @@ def add(cli: typer.Typer, program: Program) -> None:
                 "claimed_by": job.claimed_by,
                 **job_fields(job),
                 "result": json_or_text(job.result),
+                "waits_for": waits,
+                "batch": batch_id,
             }
             typer.echo(dump(fields))
             return
-        _show(id, status, job)
+        # A callback waits for its batch's members as a job pushed after= waits for its jobs.
+        held = bool(waits) or (batch is not None and batch.id == id and not batch.ended)
+        _show(id, status, job, waits, held)
+        if batch_id is not None:
+            typer.echo(f"  {_in_batch(id, batch_id, batch)} ({jobs} batch {batch_id})")
 
     @cli.command()
     def schedules() -> None:
@@ -240,8 +255,11 @@ def _list(jobs: list[Job], how: str) -> None:
         typer.echo()
 
 
-def _show(id: str, status: Status, job: Job) -> None:
-    typer.echo(f"Job {id}, {visible(job.kind)}: {state_of(status, job)}")
+def _show(id: str, status: Status, job: Job, waits: list[str], held: bool) -> None:
+    typer.echo(f"Job {id}, {visible(job.kind)}: {state_of(status, job, held=held)}")
+    if waits:
+        each = "it ends" if len(waits) == 1 else "each has ended"
+        typer.echo(f"  waits for {', '.join(waits)}: due once {each}")
     if job.unreadable:
         typer.echo(f"  {unreadable(job)}")
     typer.echo(f"  value: {visible(job.payload)}")
@@ -277,8 +295,22 @@ def unreadable(job: Job) -> str:
     )
 
 
-def state_of(status: Status, job: Job) -> str:
-    """A job's state in words: "running since ... (attempt 2, on host:41:ab12cd)"."""
+def _in_batch(id: str, batch_id: str, batch: Batch | None) -> str:
+    """A job's place in its batch, in words: "member of batch 7: 2 of 5 members ended"."""
+    role = "callback" if id == batch_id else "member"
+    if batch is None:  # pruned, with its counts
+        return f"{role} of batch {batch_id}, which is gone"
+    if batch.ended_at is not None:
+        return f"{role} of batch {batch_id}, which ended at {at(batch.ended_at)}"
+    ended = f"{batch.total - batch.pending} of {count(batch.total, 'member')} ended"
+    if role == "callback":
+        return f"callback of batch {batch_id}: {ended}; it is due as the last ends"
+    return f"member of batch {batch_id}: {ended}"
+
+
+def state_of(status: Status, job: Job, *, held: bool = False) -> str:
+    """A job's state in words: "running since ... (attempt 2, on host:41:ab12cd)"; ``held``:
+    one that waits for others, kept due at 9999-12-31 till they let it go."""
     attempts = (
         "no attempt yet"
         if not job.attempts
@@ -286,6 +318,8 @@ def state_of(status: Status, job: Job) -> str:
     )
     since = "?" if status.since is None else at(status.since)
     if status.state == "waiting":
+        if held:
+            return f"waiting for other jobs to end ({attempts})"
         when = "due now" if status.due else f"due at {at(job.run_at)}"
         # After an attempt, a retry's backoff (or a claim whose worker was lost): retrying.
         return f"{'retrying' if job.attempts else 'waiting'}, {when} ({attempts})"

@@ -69,6 +69,8 @@ LIST_ACTIONS = {
 TEXT_MOST = 200  # characters of a text a list is filtered by
 # How long the page's pause button pauses a kind for (None: until resumed).
 PAUSES = {"hour": timedelta(hours=1), "day": timedelta(days=1), "resumed": None}
+# A batch's members by state, as its page lists them.
+BATCH_STATES = ("waiting", "running", "done", "failed", "cancelled", "expired")
 # What a cancel did, as the page says it after the redirect.
 _CANCEL_SAID = {
     "cancelled": "is cancelled: it will not run.",
@@ -269,6 +271,37 @@ class Page:
         """``name`` if it is one of the app's kinds, or ""."""
         return name if name in self.queue.kinds else ""
 
+    async def batch(self, request: Request) -> Response:
+        """One batch (``Queue.push_batch``): its members counted by state, whether it ended,
+        its callback, and the members that ended other than done."""
+        id = request.path_params["id"]
+        store = self.store
+        found = None
+        kept = isinstance(store, jobq.WorkflowStore)
+        if isinstance(store, jobq.WorkflowStore) and _is_id(id):
+            found = await run_in_threadpool(store.batch, id, datetime.now(UTC))
+        shown = visible(id if len(id) <= 40 else f"{id[:40]}...")  # a URL may be any length
+        if found is None:
+            title = f"Batch {shown}"
+            return self._render(
+                request, "batch.html", status_code=404, title=title, batch=None, kept=kept
+            )
+        ended = found.total - found.pending
+        cancelled = number(request.query_params.get("cancelled"))
+        return self._render(
+            request,
+            "batch.html",
+            title=f"Batch {id}",
+            batch=found,
+            kept=kept,
+            ended_count=ended,
+            # Of its members ended, for its bar: a batch of none ended as it was pushed.
+            share=ended / found.total if found.total else 1.0,
+            # A count the redirect of its cancel gives; the words are the page's.
+            cancelled=cancelled if cancelled is not None and cancelled <= found.total else None,
+            states=[(name, getattr(found, name)) for name in BATCH_STATES],
+        )
+
     async def job(self, request: Request) -> Response:
         """One job, in any state, with its whole value and its last error and traceback."""
         id = request.path_params["id"]
@@ -280,23 +313,41 @@ class Page:
             return self._render(
                 request, "gone.html", status_code=404, title=f"Job {shown}", id=shown
             )
+        waits, batch_id, held = await run_in_threadpool(self._waits, found)
         return self._render(
             request,
             "job.html",
             title=f"Job {id}",
             job=Shown.of(found),
+            waits=waits,
+            batch_id=batch_id,
             job_state=status.state,  # not "state": that is the list the header marks
             where=Listed.of(status, now),
             ended=status.state in ("failed", "cancelled", "expired"),
-            later=status.state == "waiting" and not status.due,  # "run now" brings it forward
+            # "Run now" brings it forward: not one held till what it waits for lets it go.
+            later=status.state == "waiting" and not status.due and not held,
+            held=held,
         )
+
+    def _waits(self, job: jobq.Job) -> tuple[list[str], str | None, bool]:
+        """What ``job`` still waits for, its batch's ID, and whether it is held (kept due at
+        9999-12-31 till what it waits for lets it go): none, for a store that keeps no
+        batches and waits (a WorkflowStore)."""
+        store = self.store
+        if not isinstance(store, jobq.WorkflowStore):
+            return [], None, False
+        waits, held = store.waits(job.id), False
+        if job.batch_id == job.id:  # a callback waits for its batch's members
+            batch = store.batch(job.id, datetime.now(UTC))
+            held = batch is not None and not batch.ended
+        return waits, job.batch_id, held or bool(waits)
 
     def _cancel_told(self, query: Any, now: datetime) -> tuple[str, str] | None:
         """(the job's ID, what its cancel did) from the redirect's query, or None: shown only
         when the job is as the query says, so that a link of someone else's cannot make the
         page say a job was cancelled (as ``?paused=`` names only the app's kinds)."""
         id, said = query.get("cancel", ""), query.get("said", "")
-        if said not in _CANCEL_SAID or not (0 < len(id) <= 19 and id.isascii() and id.isdecimal()):
+        if said not in _CANCEL_SAID or not _is_id(id):
             return None
         status = self._status(id, now)
         job = None if status is None else status.job
@@ -385,6 +436,29 @@ class Page:
         id = one(form, "id").strip()
         what = await run_in_threadpool(store.cancel, id, datetime.now(UTC))
         return self._back(request, {"cancel": id, "said": what or "none"})
+
+    async def cancel_batch(self, request: Request) -> Response:
+        """Cancel the members of the form's batch that have not ended; its callback still runs
+        as the last of them ends."""
+        form = await self._form(request)
+        if isinstance(form, PlainTextResponse):
+            return form
+        store = self.store
+        if not isinstance(store, jobq.WorkflowStore):
+            return _cannot("keep batches")
+        id = one(form, "id").strip()
+        if not _is_id(id):
+            return PlainTextResponse("Give the ID of a batch to cancel.\n", status_code=400)
+
+        def cancel() -> int | None:
+            if store.batch(id, datetime.now(UTC)) is None:
+                return None  # its page says there is no such batch
+            return self.queue.cancel_batch(id)
+
+        cancelled = await run_in_threadpool(cancel)
+        shown = "" if cancelled is None else f"?{urlencode({'cancelled': str(cancelled)})}"
+        root = request.scope.get("root_path", "")
+        return RedirectResponse(f"{root}/batches/{id}{shown}", status_code=303)
 
     async def act(self, request: Request) -> Response:
         """Do the list form's action to the jobs checked: cancel, run again, or discard them."""
@@ -492,6 +566,11 @@ class Page:
             **values,
         )
         return HTMLResponse(html, status_code=status_code)
+
+
+def _is_id(text: str) -> bool:
+    """Whether ``text`` may be a job's (or a batch's) ID: a decimal number a table holds."""
+    return 0 < len(text) <= 19 and text.isascii() and text.isdecimal()
 
 
 def _cannot(what: str) -> PlainTextResponse:
