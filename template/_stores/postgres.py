@@ -42,7 +42,10 @@ SCHEMA = (
         expires_at   bigint,
         cancel_asked bigint,
         claimed_at   bigint,
-        result       text
+        result       text,
+        -- 0007_jobs: a long job's writes; a batch's members, and waits (jobq.sql.workflow)
+        progress text, metadata text, checkpoint text,
+        batch_id bigint, waiting text, awaited smallint
     )
     """,
     "CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id) WHERE failed_at IS NULL",
@@ -61,52 +64,27 @@ SCHEMA = (
     "CREATE INDEX jobs_ended ON jobs (ended, failed_at) WHERE failed_at IS NOT NULL",
     "CREATE INDEX jobs_ended_kind ON jobs (kind, ended, failed_at) WHERE failed_at IS NOT NULL",
     "CREATE TABLE schedules (name text PRIMARY KEY, run_at bigint NOT NULL)",
-    """
-    CREATE TABLE held_kinds (
-        kind text PRIMARY KEY, held_until bigint NOT NULL, paused boolean NOT NULL DEFAULT false
-    )
-    """,
+    "CREATE TABLE held_kinds (kind text PRIMARY KEY, held_until bigint NOT NULL,"
+    " paused boolean NOT NULL DEFAULT false)",
     # A kind's own lock row has alone_key '', which no job's key is.
-    """
-    CREATE TABLE job_locks (
-        kind text NOT NULL, alone_key text NOT NULL, PRIMARY KEY (kind, alone_key)
-    )
-    """,
+    "CREATE TABLE job_locks (kind text NOT NULL, alone_key text NOT NULL,"
+    " PRIMARY KEY (kind, alone_key))",
     # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tally).
-    """
-    CREATE TABLE job_tallies (
-        written_at bigint NOT NULL, instance text NOT NULL, kind text NOT NULL,
-        done integer NOT NULL, retried integer NOT NULL, failed integer NOT NULL
-    )
-    """,
+    "CREATE TABLE job_tallies (written_at bigint NOT NULL, instance text NOT NULL,"
+    " kind text NOT NULL, done integer NOT NULL, retried integer NOT NULL,"
+    " failed integer NOT NULL)",
     "CREATE INDEX job_tallies_written ON job_tallies (written_at)",
-    # 0007_jobs: the processes that run the queue, each with its latest beat; and a
-    # running job's progress, metadata and checkpoint, as JSON.
-    """
-    CREATE TABLE job_processes (
-        id text PRIMARY KEY, host text NOT NULL, pid integer NOT NULL, role text NOT NULL,
-        kinds text, workers integer NOT NULL, started_at bigint NOT NULL, beat_at bigint NOT NULL
-    )
-    """,
-    "ALTER TABLE jobs ADD COLUMN progress text, ADD COLUMN metadata text,"
-    " ADD COLUMN checkpoint text",
-    # 0007_jobs too: batches and the jobs that wait for others (jobq.sql.workflow).
-    "ALTER TABLE jobs ADD COLUMN batch_id bigint, ADD COLUMN waiting text,"
-    " ADD COLUMN awaited smallint",
+    # 0007_jobs: the processes that run the queue, each with its latest beat.
+    "CREATE TABLE job_processes (id text PRIMARY KEY, host text NOT NULL, pid integer NOT NULL,"
+    " role text NOT NULL, kinds text, workers integer NOT NULL, started_at bigint NOT NULL,"
+    " beat_at bigint NOT NULL)",
     "CREATE INDEX jobs_batch ON jobs (batch_id) WHERE batch_id IS NOT NULL",
-    """
-    CREATE TABLE job_batches (
-        id bigint PRIMARY KEY, total integer NOT NULL, pending integer NOT NULL,
-        done integer NOT NULL, failed integer NOT NULL, cancelled integer NOT NULL,
-        expired integer NOT NULL, created_at bigint NOT NULL, ended_at bigint
-    )
-    """,
-    """
-    CREATE TABLE job_waits (
-        job_id bigint NOT NULL, waits_for bigint NOT NULL, anyway smallint NOT NULL,
-        PRIMARY KEY (job_id, waits_for)
-    )
-    """,
+    "CREATE TABLE job_batches (id bigint PRIMARY KEY, total integer NOT NULL,"
+    " pending integer NOT NULL, done integer NOT NULL, failed integer NOT NULL,"
+    " cancelled integer NOT NULL, expired integer NOT NULL, created_at bigint NOT NULL,"
+    " ended_at bigint)",
+    "CREATE TABLE job_waits (job_id bigint NOT NULL, waits_for bigint NOT NULL,"
+    " anyway smallint NOT NULL, PRIMARY KEY (job_id, waits_for))",
     "CREATE INDEX job_waits_for ON job_waits (waits_for)",
 )
 
