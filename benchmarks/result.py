@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import jobq
-from jobq.result import Ends
+from jobq.awaiting import Ends
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]

@@ -24,7 +24,7 @@ import pytest
         "jobq.sql.rows",
         "jobq.sql.sqlite",
         "jobq.sql.table",
-        "jobq.sql.tally",
+        "jobq.sql.tallies",
         "jobq.metrics",
         "jobq.page",
         "jobq.page.chart",

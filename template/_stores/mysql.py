@@ -76,7 +76,7 @@ SCHEMA = (
         PRIMARY KEY (kind, alone_key)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
-    # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tally).
+    # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tallies).
     """
     CREATE TABLE job_tallies (
         written_at BIGINT NOT NULL,

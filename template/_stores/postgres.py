@@ -69,7 +69,7 @@ SCHEMA = (
     # A kind's own lock row has alone_key '', which no job's key is.
     "CREATE TABLE job_locks (kind text NOT NULL, alone_key text NOT NULL,"
     " PRIMARY KEY (kind, alone_key))",
-    # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tally).
+    # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tallies).
     "CREATE TABLE job_tallies (written_at bigint NOT NULL, instance text NOT NULL,"
     " kind text NOT NULL, done integer NOT NULL, retried integer NOT NULL,"
     " failed integer NOT NULL)",

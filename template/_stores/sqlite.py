@@ -81,7 +81,7 @@ SCHEMA = (
         paused     INTEGER NOT NULL DEFAULT 0
     )
     """,
-    # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tally).
+    # 0006_jobs: each instance's counts of runs, an add a row a kind (jobq.sql.tallies).
     """
     CREATE TABLE job_tallies (
         written_at INTEGER NOT NULL,

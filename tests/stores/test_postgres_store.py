@@ -739,13 +739,13 @@ def test_a_wait_for_a_result_is_woken_by_the_jobs_end_not_a_poll(
     pg_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import jobq
-    import jobq.result
+    import jobq.awaiting
 
     # Asks a minute apart: only the NOTIFY brings the result within the test. The
     # listener goes with the wait, not a while after (the test's database goes next).
     monkeypatch.setattr(jobq.result, "_FIRST", 60.0)
     monkeypatch.setattr(jobq.result, "_MOST", 60.0)
-    monkeypatch.setattr(jobq.result.Ends, "LINGER", 0.0)
+    monkeypatch.setattr(jobq.awaiting.Ends, "LINGER", 0.0)
     web, worker = jobq.Queue(postgres.Jobs(pg_engine)), jobq.Queue(postgres.Jobs(pg_engine))
     for q in (web, worker):
 

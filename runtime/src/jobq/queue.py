@@ -23,7 +23,7 @@ from jobq.carry import Carrier, carried
 from jobq.errors import ConfigError
 from jobq.kind import Kind, KindOptions, Options, check_names, whole
 from jobq.loop import Loop, drain
-from jobq.result import Awaited, Ends
+from jobq.awaiting import Awaited, Ends
 from jobq.status import Status
 from jobq.store import (
     CancelStore,

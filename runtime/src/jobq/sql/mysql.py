@@ -35,7 +35,7 @@ from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
-from jobq.sql import listing, rows, table
+from jobq.sql import browse, rows, table
 from jobq.sql.engine import check_timeouts, last_in_first_out, no_connection_free
 from jobq.sql.pool import autocommit
 
@@ -833,7 +833,7 @@ class SQL(table.SQL):
         FOR UPDATE
         """
     run_now = (
-        f"UPDATE jobs SET run_at = :now WHERE id IN :ids AND {listing.LATER} AND waiting IS NULL"
+        f"UPDATE jobs SET run_at = :now WHERE id IN :ids AND {browse.LATER} AND waiting IS NULL"
     )
 
     def push_many(self, n: int, varying: tuple[str, ...]) -> str:

@@ -34,7 +34,7 @@ from sqlalchemy import create_engine, exc
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
-from jobq.sql import listing, rows, table
+from jobq.sql import browse, rows, table
 from jobq.sql.engine import check_timeouts, last_in_first_out, no_connection_free
 from jobq.sql.pool import autocommit
 from jobq.sql.rows import Through
@@ -556,7 +556,7 @@ class SQL(table.SQL):
         """
     run_now = f"""
         UPDATE jobs SET run_at = :now
-        WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[])))) AND {listing.LATER}
+        WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[])))) AND {browse.LATER}
           AND waiting IS NULL
         """
 

@@ -29,7 +29,7 @@ from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
-from jobq.sql import listing, process, rows, table
+from jobq.sql import browse, process, rows, table
 from jobq.sql.engine import last_in_first_out
 from jobq.sql.rows import Statements, Through
 
@@ -432,7 +432,7 @@ class SQL(table.SQL):
         """
     run_now = f"""
         UPDATE jobs SET run_at = :now
-        WHERE id IN (SELECT value FROM json_each(:ids)) AND {listing.LATER}
+        WHERE id IN (SELECT value FROM json_each(:ids)) AND {browse.LATER}
           AND waiting IS NULL
         """
 

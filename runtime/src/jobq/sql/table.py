@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, TypeVa
 
 from jobq.errors import ConfigError
 from jobq.process import Process
-from jobq.sql import listing, rows, tally, workflow
+from jobq.sql import browse, rows, tallies, workflow
 from jobq.sql.workflow import WAITING_AT, Ended, WorkflowSQL
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class SQL(WorkflowSQL):
     stats: str
 
     # The statements the same on every database, each a default a database's SQL may
-    # override (as jobq.sql.listing's and jobq.sql.tally's are the same everywhere).
+    # override (as jobq.sql.browse's and jobq.sql.tallies' are the same everywhere).
 
     failed = _ended("(ended IS NULL OR ended = 'failed')")
     cancelled = _ended("ended IN ('cancelled', 'expired')")
@@ -510,10 +510,10 @@ class Table:
         limit: int = 50,
         text: str | None = None,
     ) -> list[Status]:
-        statement, params = listing.statement(
+        statement, params = browse.statement(
             listed, now, kind=kind, after=after, limit=limit, text=text
         )
-        return listing.statuses(self._driver.read(statement, params), now)
+        return browse.statuses(self._driver.read(statement, params), now)
 
     def run_now(self, ids: Sequence[str], now: datetime) -> int:
         given = rows.ids(ids)
@@ -523,7 +523,7 @@ class Table:
         return self._driver.change(self._driver.sql.run_now, params)
 
     def pushed(self) -> dict[str, datetime]:
-        return listing.pushed(self._driver.read(listing.PUSHED, {}))
+        return browse.pushed(self._driver.read(browse.PUSHED, {}))
 
     # StatsStore, TallyStore, ResultStore
 
@@ -534,10 +534,10 @@ class Table:
         self, at: datetime, instance: str, counts: Mapping[str, tuple[int, int, int]]
     ) -> None:
         if counts:
-            self._driver.write(lambda sql: tally.add(sql, at, instance, counts))
+            self._driver.write(lambda sql: tallies.add(sql, at, instance, counts))
 
     def tallies(self, since: datetime) -> list[Tally]:
-        return tally.tallies(self._driver.read(tally.READ, {"since": rows.ms(since)}))
+        return tallies.tallies(self._driver.read(tallies.READ, {"since": rows.ms(since)}))
 
     # ProgressStore
 
