@@ -18,12 +18,12 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack, overload
 
 from jobq import workflow
+from jobq.awaiting import Awaited, Ends
 from jobq.calls import StoreCalls
 from jobq.carry import Carrier, carried
 from jobq.errors import ConfigError
 from jobq.kind import Kind, KindOptions, Options, check_names, whole
 from jobq.loop import Loop, drain
-from jobq.awaiting import Awaited, Ends
 from jobq.status import Status
 from jobq.store import (
     CancelStore,
