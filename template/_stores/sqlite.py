@@ -273,7 +273,7 @@ class SQL(sqlite.SQL):
         SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
             json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
             json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'),
-            json_extract(value, '$[8]')
+            json_extract(value, '$[8]'), json_extract(value, '$[9]')
         FROM json_each(:jobs) ORDER BY key
         RETURNING id
         """

@@ -743,8 +743,8 @@ def test_a_wait_for_a_result_is_woken_by_the_jobs_end_not_a_poll(
 
     # Asks a minute apart: only the NOTIFY brings the result within the test. The
     # listener goes with the wait, not a while after (the test's database goes next).
-    monkeypatch.setattr(jobq.result, "_FIRST", 60.0)
-    monkeypatch.setattr(jobq.result, "_MOST", 60.0)
+    monkeypatch.setattr(jobq.awaiting, "_FIRST", 60.0)
+    monkeypatch.setattr(jobq.awaiting, "_MOST", 60.0)
     monkeypatch.setattr(jobq.awaiting.Ends, "LINGER", 0.0)
     web, worker = jobq.Queue(postgres.Jobs(pg_engine)), jobq.Queue(postgres.Jobs(pg_engine))
     for q in (web, worker):

@@ -565,13 +565,13 @@ class ManyStatements:
     - ``marked``: ``(id, @@auto_increment_increment)`` of the row of kind ``:kind``
       whose ``unique_key`` is ``:mark``.
     - ``unmark``: sets the ``unique_key`` of the row ``:id`` back to NULL.
-    - ``one``: inserts one plain job from ``rows.insert``'s parameters, ``unique_key`` NULL.
+
+    A batch of one, or one a row again, is the kit's ``_ONE``: ``rows.MANY_COLUMNS``.
     """
 
     insert: Callable[[int, tuple[str, ...]], str]
     marked: str
     unmark: str
-    one: str
 
 
 # Set before each batch, so that a batch whose IDs came apart is undone alone.
@@ -601,7 +601,7 @@ def insert_many(sql: Statements, statements: ManyStatements, jobs: Sequence[Job]
     ``sql`` runs in, which the rows join.
     """
     if len(jobs) == 1:
-        return [sql.insert(statements.one, {**rows.insert(jobs[0]), "unique_key": None})]
+        return [sql.insert(_ONE, rows.insert(jobs[0]))]
     varying, params = rows.many_numbered(jobs)
     params["mark"] = mark = f"push_many {secrets.token_hex(8)}"
     kind = params[f"kind{len(jobs) - 1}"] if "kind" in varying else params["kind"]
@@ -620,7 +620,14 @@ def insert_many(sql: Statements, statements: ManyStatements, jobs: Sequence[Job]
         len(jobs),
         step,
     )
-    return [sql.insert(statements.one, {**rows.insert(job), "unique_key": None}) for job in jobs]
+    return [sql.insert(_ONE, rows.insert(job)) for job in jobs]
+
+
+# One row of a push of many, by itself: its columns as a batch's rows have them.
+_ONE = (
+    f"INSERT INTO jobs ({rows.MANY_COLUMNS}) "
+    f"VALUES ({', '.join(':' + name for name in rows.MANY_COLUMNS.split(', '))})"
+)
 
 
 def insert_unique(
@@ -824,7 +831,6 @@ class SQL(table.SQL):
         "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
         " AND id IN :ids"
     )
-    join_batch = "UPDATE jobs SET batch_id = :id WHERE id IN :ids"
     # A followed settle's locking read: of the jobs its fences name, those it may settle.
     settle_held = """
         SELECT id FROM jobs FORCE INDEX (PRIMARY)
@@ -914,7 +920,6 @@ class Driver:
             insert=functools.cache(sql.push_many),
             marked=sql.marked,
             unmark=sql.unmark,
-            one=sql.push,
         )
 
     def bind(self, connection: Connection) -> Driver:

@@ -419,6 +419,7 @@ _TYPES = {
     "priority": "integer",
     "max_attempts": "integer",
     "expires_at": "bigint",
+    "batch_id": "bigint",
 }
 
 
@@ -478,10 +479,6 @@ class SQL(table.SQL):
     discard = """
         DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'
           AND jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[]))))
-        """
-    join_batch = """
-        UPDATE jobs SET batch_id = :id
-        WHERE jobs.id = ANY (ARRAY(SELECT unnest(CAST(:ids AS bigint[]))))
         """
 
     # A followed end (jobq.sql.workflow) notifies as the template's settle, end and cancel

@@ -111,7 +111,8 @@ def insert(job: Job) -> dict[str, Any]:
     and ``push_latest`` writes it, a plain ``push`` writes NULL. ``alone_key``
     is the key while the job is one at a time, else None; ``at_once`` None for
     no limit; ``carried`` JSON, or None for nothing; ``max_attempts`` None for
-    the kind's; ``expires_at`` in Unix ms, None for never.
+    the kind's; ``expires_at`` in Unix ms, None for never; ``batch_id`` the batch a push
+    of many's job is a member of (``MANY_COLUMNS``), None for none.
     """
     return {
         "kind": job.kind,
@@ -124,12 +125,14 @@ def insert(job: Job) -> dict[str, Any]:
         "priority": job.priority,
         "max_attempts": job.max_attempts or None,
         "expires_at": None if job.expires_at is None else ms(job.expires_at),
+        "batch_id": None if job.batch_id is None else int(job.batch_id),
     }
 
 
 # The columns of a plain push of many (``many``): a plain push keeps no unique key.
 MANY_COLUMNS = (
-    "kind, payload, run_at, alone_key, at_once, carried, priority, max_attempts, expires_at"
+    "kind, payload, run_at, alone_key, at_once, carried, priority, max_attempts, expires_at, "
+    "batch_id"
 )
 BATCH = 1000  # jobs a statement of a push of many: its parameters stay well inside every limit
 

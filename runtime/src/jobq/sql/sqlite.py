@@ -427,9 +427,6 @@ class SQL(table.SQL):
         """
     count_returns = True
     batch_count = table.SQL.batch_count.rstrip() + " RETURNING pending\n"
-    join_batch = """
-        UPDATE jobs SET batch_id = :id WHERE id IN (SELECT value FROM json_each(:ids))
-        """
     run_now = f"""
         UPDATE jobs SET run_at = :now
         WHERE id IN (SELECT value FROM json_each(:ids)) AND {browse.LATER}

@@ -565,14 +565,19 @@ class Table:
         def work(sql: rows.Statements) -> None:
             callback.run_at = WAITING_AT
             driver.push_many_in(sql, [callback], False)
+            for job in members:
+                job.batch_id = callback.id  # written as each is pushed: rows.MANY_COLUMNS
             if members:
                 driver.push_many_in(sql, members, False)
-            ids = driver.ids([int(job.id) for job in members])
-            workflow.join(sql, driver.sql, int(callback.id), ids, len(members), now)
+            workflow.join(sql, driver.sql, int(callback.id), len(members), now)
 
-        driver.write(work)
-        for job in (*members, callback):
-            job.batch_id = callback.id
+        try:
+            driver.write(work)
+        except BaseException:
+            for job in members:
+                job.batch_id = None  # pushed with none of them: no batch
+            raise
+        callback.batch_id = callback.id
         return callback.id
 
     def push_chain(

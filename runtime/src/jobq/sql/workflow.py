@@ -58,12 +58,8 @@ class WorkflowSQL:
     - ``wait_for``, ``waiters``, ``unwait``, ``unwait_all``, ``still_waits``, ``waits``:
       the rows of ``job_waits``; ``go``: a job that waited, due at ``:now``;
       ``stale_waits``: the waits whose job ended (or is gone) without letting them go;
-      ``prune_batches``: the batches that ended before ``:before``, deleted;
-    - ``join_batch`` (each kit's, as its ``Driver.ids`` gives ``:ids``): the jobs ``:ids``
-      members of the batch ``:id``.
+      ``prune_batches``: the batches that ended before ``:before``, deleted.
     """
-
-    join_batch: str
 
     member_again = """
         UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
@@ -248,15 +244,11 @@ def wait(
     return []
 
 
-def join(
-    sql: Statements, s: WorkflowSQL, callback: int, members: Any, total: int, now: datetime
-) -> None:
-    """Make the batch of ``callback`` (its ID) with the ``total`` members ``join_batch`` marks
-    (``members``: the kit's form of their IDs); a batch of none ends at once."""
+def join(sql: Statements, s: WorkflowSQL, callback: int, total: int, now: datetime) -> None:
+    """Make the batch of ``callback`` (its ID), whose ``total`` members were pushed with it as
+    their ``batch_id``; a batch of none ends at once."""
     at = rows.ms(now)
     sql.count(s.mark_callback, {"id": callback})
-    if total:
-        sql.count(s.join_batch, {"id": callback, "ids": members})
     sql.count(s.batch_new, {"id": callback, "total": total, "now": at})
     if not total:
         _count(sql, s, callback, Counter(), at)  # nothing to wait for: it ends at once
