@@ -623,6 +623,10 @@ def insert_many(sql: Statements, statements: ManyStatements, jobs: Sequence[Job]
     return [sql.insert(_ONE, rows.insert(job)) for job in jobs]
 
 
+class _Inexact(Exception):
+    """A followed settle's statement kept fewer jobs than it was given: which, it cannot say."""
+
+
 # One row of a push of many, by itself: its columns as a batch's rows have them.
 _ONE = (
     f"INSERT INTO jobs ({rows.MANY_COLUMNS}) "
@@ -1014,7 +1018,12 @@ class Driver:
     ) -> list[str]:
         if then is None:
             return settle(self.db, self._settles, done, retry, fail)
-        return self.db.run(lambda sql: self._settle_then(sql, done, retry, fail, then))
+        if self.db.connection is None:
+            try:  # the settles alone first: each kept its whole batch, as a settle mostly does
+                return self.db.run(lambda sql: self._settle_then(sql, done, retry, fail, then))
+            except _Inexact:
+                pass  # a fence cut one: rolled back, and settled again from a locking read
+        return self.db.run(lambda sql: self._settle_then(sql, done, retry, fail, then, locked=True))
 
     def _settle_then(
         self,
@@ -1023,22 +1032,31 @@ class Driver:
         retry: Sequence[Job],
         fail: Sequence[Job],
         then: table.Then,
+        *,
+        locked: bool = False,
     ) -> list[str]:
         """``settle`` in one transaction, which must know exactly which jobs it kept (a
-        batch counts each once): a locking read of the fences first, then the settles of
-        those it locked, whose fences nothing can change before the commit."""
+        batch counts each once). Not ``locked``: each statement kept all its jobs, or
+        ``_Inexact`` undoes it. ``locked``: a locking read of the fences first, then the
+        settles of those it locked, whose fences nothing can change before the commit."""
         now = datetime.now(UTC)
         for job in fail:
             job.failed_at = job.failed_at or now
-        settled = [*done, *retry, *fail]
-        held = {str(id) for (id,) in sql.rows(self.sql.settle_held, fences(settled))}
-        done, retry, fail = ([j for j in jobs if j.id in held] for jobs in (done, retry, fail))
+        if locked:
+            settled = [*done, *retry, *fail]
+            held = {str(id) for (id,) in sql.rows(self.sql.settle_held, fences(settled))}
+            done, retry, fail = ([j for j in jobs if j.id in held] for jobs in (done, retry, fail))
+        writes: list[tuple[Sequence[Job], str, dict[str, Any]]] = []
         if done:
-            sql.count(self._settles.done, fences(done))
+            writes.append((done, self._settles.done, fences(done)))
         if retry:
-            sql.count(self._settles.retry, _settles(retry, [j.run_at for j in retry]))
+            writes.append((retry, self._settles.retry, _settles(retry, [j.run_at for j in retry])))
         if fail:
-            sql.count(self._settles.fail, _settles(fail, [j.failed_at or now for j in fail]))
+            times = [j.failed_at or now for j in fail]
+            writes.append((fail, self._settles.fail, _settles(fail, times)))
+        for jobs, statement, params in writes:
+            if sql.count(statement, params) != len(jobs) and not locked:
+                raise _Inexact
         kept = [job.id for job in (*done, *retry, *fail)]
         then(sql, kept)
         return kept

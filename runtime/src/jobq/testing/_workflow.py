@@ -10,7 +10,7 @@ import pytest
 
 from jobq.batch import Batch
 from jobq.job import Job
-from jobq.store import BrowseStore, FailedStore, Store, WorkflowStore
+from jobq.store import BatchStore, BrowseStore, FailedStore, Store, WorkflowStore
 from jobq.testing._support import HOLD, at, brief, job
 
 __all__ = ["WorkflowStorePromises"]
@@ -134,6 +134,21 @@ class WorkflowStorePromises:
         assert read.waiting == 0
         callbacks = _claim_all(store, 10**9 // 1000)
         assert [c.id for c in callbacks] == [callback.id], "one callback, claimed once"
+
+    def test_a_stale_settle_of_a_member_counts_nothing(self, store: Store) -> None:
+        flows = _workflows(store)
+        batch, _, _ = _batch(flows, 2)
+        first = _claim_all(store, 1)
+        again = {c.id: c for c in _claim_all(store, 1 + HOLD.total_seconds() + 1)}
+        assert len(first) == len(again) == 2, "both claimed again as their holds ran out"
+        stale, fresh = first[0], again[first[1].id]
+        assert isinstance(store, BatchStore)
+        assert store.settle_many(done=[stale, fresh]) == [fresh.id], "the stale one is left"
+        read = _read(flows, batch, 400)
+        assert (read.done, read.running, read.ended) == (1, 1, False)
+        assert store.done(again[stale.id])
+        read = _read(flows, batch, 401)
+        assert (read.done, read.ended) == (2, True)
 
     def test_a_failed_member_run_again_opens_its_batch_until_it_ends(self, store: Store) -> None:
         flows = _workflows(store)
