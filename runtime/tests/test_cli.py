@@ -621,6 +621,10 @@ def test_jobs_show_names_what_a_job_waits_for_and_its_batch(database: Database) 
     # A job with neither says neither.
     plain = json.loads(_ok(database, "jobs", "show", first, "--json"))
     assert (plain["waits_for"], plain["batch"]) == ([], None)
+    # Listed with the jobs scheduled for later: waiting for others, not due in the year 9999.
+    listed = _ok(database, "jobs", "list", "scheduled")
+    assert f"  {after.id:>4}  digest: waiting for other jobs to end (no attempt yet)" in listed
+    assert "9999" not in listed
 
 
 def test_a_kind_that_keeps_results_is_shown_counted_and_pruned(database: Database) -> None:

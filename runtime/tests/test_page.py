@@ -968,3 +968,7 @@ def test_a_jobs_page_links_its_batch_and_lists_what_it_waits_for(
     plain = page.get(f"/jobs/job/{first}").text
     assert 'class="waits"' not in plain
     assert 'class="batch"' not in plain
+    # The list of jobs scheduled for later says they wait for others, not the year 9999.
+    scheduled = page.get("/jobs/list/scheduled").text
+    assert "waiting for other jobs to end" in scheduled
+    assert "9999" not in scheduled

@@ -9,9 +9,13 @@ the transaction that ends the last member, so exactly once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
-__all__ = ["Batch"]
+__all__ = ["WAITS", "Batch"]
+
+# When a job that waits for others (a batch's callback, a job pushed with after=) is kept
+# due until they let it go: a time no claim reaches, that still reads as a datetime.
+WAITS = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

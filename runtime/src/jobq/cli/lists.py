@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from jobq.batch import WAITS
 from jobq.cli.dump import dump, job_fields, json_or_text
 from jobq.cli.errors import lacks
 from jobq.cli.text import at, count, is_id, kept, quoted, shown, until
@@ -318,7 +319,7 @@ def state_of(status: Status, job: Job, *, held: bool = False) -> str:
     )
     since = "?" if status.since is None else at(status.since)
     if status.state == "waiting":
-        if held:
+        if held or job.run_at >= WAITS:
             return f"waiting for other jobs to end ({attempts})"
         when = "due now" if status.due else f"due at {at(job.run_at)}"
         # After an attempt, a retry's backoff (or a claim whose worker was lost): retrying.

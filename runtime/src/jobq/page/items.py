@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import jobq
+from jobq.batch import WAITS
 from jobq.shown import progress, visible
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ class Listed:
         if status.state == "running":
             on = f" on {visible(job.claimed_by)}" if job.claimed_by else ""
             said, at = f"running{on} since", status.since
+        elif status.state == "waiting" and job.run_at >= WAITS:
+            said, at = "waiting for other jobs to end", None
         elif status.state == "waiting":
             said, at = ("due since" if job.run_at <= now else "due at"), job.run_at
         else:

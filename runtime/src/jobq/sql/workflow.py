@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from jobq.batch import WAITS
 from jobq.sql import rows
 
 if TYPE_CHECKING:
@@ -31,10 +32,9 @@ if TYPE_CHECKING:
 
 __all__ = ["WAITING", "Ended", "Statements", "WorkflowSQL"]
 
-# 9999-12-31 in Unix ms: the run_at of a job that waits for others, which no claim reaches
-# and which still reads as a datetime.
-WAITING = 253402214400000
-WAITING_AT = rows.at(WAITING)
+# The run_at of a job that waits for others (jobq.batch.WAITS), in Unix ms.
+WAITING_AT = WAITS
+WAITING = rows.ms(WAITS)
 
 
 class WorkflowSQL:

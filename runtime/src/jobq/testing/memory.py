@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
-from jobq.batch import Batch
+from jobq.batch import WAITS, Batch
 from jobq.job import Claimant, Job
 from jobq.listing import Listed, Place, ascii_lower, check_page, latest_first, ordered_at
 from jobq.process import Process
@@ -880,8 +880,7 @@ class _Batch:
     counts: Counter[str] = field(default_factory=Counter)  # ends, by how
 
 
-# A job that waits for others is due then: no claim reaches it.
-_WAITING = datetime(9999, 12, 31, tzinfo=UTC)
+_WAITING = WAITS  # a job that waits for others is due then: no claim reaches it
 _ENDS = {"failed": "failed for good", "cancelled": "was cancelled", "expired": "expired"}
 
 
