@@ -58,7 +58,11 @@ def _longest_first(item: pytest.Item) -> int:
 
 
 # The files whose tests read a story told once a database, by the names that give it.
-STORIES = {"test_cluster.py": ("limits", "kills", "db"), "test_instances.py": ("story",)}
+STORIES = {
+    "test_cluster.py": ("limits", "kills", "db"),
+    "test_instances.py": ("story",),
+    "test_workflow_stories.py": ("story",),
+}
 
 
 def server_url(kind: str) -> str:
