@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from jobq.job import Job
     from jobq.kind import Kind
 
-__all__ = ["checked", "found", "store_of"]
+__all__ = ["because", "checked", "found", "keyless", "store_of"]
 
 
 def store_of(store: Store, what: str) -> WorkflowStore:
@@ -44,14 +44,29 @@ def checked(kinds: dict[str, Kind[Any]], jobs: Iterable[Job], what: str) -> list
                 f"{what}: job of kind {job.kind!r} is of no kind this queue has; make each "
                 f"job with its kind's job(value), such as export.job(value)"
             )
-        if job.key:
-            raise ValueError(
-                f"{what}: kind {job.kind!r} is unique or one at a time, so its job may push "
-                f"nothing or wait behind another; push its jobs on their own"
-            )
+        keyless((job,), what)
         if job.id:
             raise ValueError(f"{what}: job {job.id} was pushed already; make a new one")
     return listed
+
+
+def keyless(jobs: Iterable[Job], what: str) -> None:
+    """ValueError for the first of ``jobs`` with a key, told of as ``what``: a batch's or a
+    chain's job, which a queue and each WorkflowStore refuse alike."""
+    for job in jobs:
+        if job.key:
+            raise ValueError(
+                f"{what} takes jobs with no key: kind {job.kind!r} is unique or one at a time, "
+                f"so its job may push nothing or wait behind another; push its jobs on their own"
+            )
+
+
+_ENDS = {"failed": "failed for good", "cancelled": "was cancelled", "expired": "expired"}
+
+
+def because(id: str | int, how: str) -> str:
+    """The error of a job cancelled as the job ``id`` it waited for ended ``how``, not done."""
+    return f"cancelled: job {id}, which it waited for, {_ENDS.get(how, 'failed for good')}"
 
 
 def found(id: str, batch: Batch | None) -> Batch:

@@ -19,10 +19,12 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, TypeVar
 
+from jobq.batch import WAITS
 from jobq.errors import ConfigError
 from jobq.process import Process
 from jobq.sql import browse, rows, tallies, workflow
-from jobq.sql.workflow import WAITING_AT, Ended, WorkflowSQL
+from jobq.sql.workflow import Ended, WorkflowSQL
+from jobq.workflow import keyless
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["Driver", "FOREVER", "SQL", "Table", "check", "fill", "statement"]
 
 _F = TypeVar("_F", bound="Callable[..., str]")
-_T = TypeVar("_T")
 
 FOREVER = 2**63 - 1  # a pause until resumed: a BIGINT's largest time
 
@@ -54,6 +55,16 @@ def _ended(how: str) -> str:
     return f"""
         SELECT {rows.JOB_COLUMNS} FROM jobs
         WHERE failed_at IS NOT NULL AND {how} ORDER BY failed_at DESC, id DESC
+        """
+
+
+def _again(clears: str, only: str) -> str:
+    """A job that ended (not done) due again at ``:run_at``, with no attempts, and ``clears``;
+    of the jobs ``only`` says."""
+    return f"""
+        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
+            run_at = :run_at, held_until = 0, {clears}waiting = NULL
+        WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done') {only}
         """
 
 
@@ -114,19 +125,11 @@ class SQL(WorkflowSQL):
     failed = _ended("(ended IS NULL OR ended = 'failed')")
     cancelled = _ended("ended IN ('cancelled', 'expired')")
     # From scratch: its checkpoint and progress go (the next keeps them); metadata stays.
-    # Not a batch's member: the kit runs member_again for one, which counts it again too.
-    run_again = """
-        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-            run_at = :run_at, held_until = 0, progress = NULL, checkpoint = NULL, waiting = NULL
-        WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
-          AND batch_id IS NULL
-        """
-    run_again_from_checkpoint = """
-        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-            run_at = :run_at, held_until = 0, waiting = NULL
-        WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
-          AND batch_id IS NULL
-        """
+    # Not a batch's: the kit runs member_again for one, and counts it pending again.
+    run_again = _again("progress = NULL, checkpoint = NULL, ", "AND batch_id IS NULL")
+    run_again_from_checkpoint = _again("", "AND batch_id IS NULL")
+    member_again = _again("progress = NULL, checkpoint = NULL, ", "")
+    member_again_from_checkpoint = _again("", "")
     # A done job kept with its result is not discarded: the prune deletes it in its time.
     discard_all = "DELETE FROM jobs WHERE failed_at IS NOT NULL AND coalesce(ended, '') <> 'done'"
     # One job, with its hold and when its latest claim took it, for its status.
@@ -399,8 +402,10 @@ class Table:
         followed = self._driver.read(s.followed, {"id": key})
         if not followed or not any(followed[0]):
             return self._driver.cancel(key, now)
-        said: str | None = self._driver.write(lambda sql: workflow.cancel(sql, s, key, now))
-        return "cancelled" if said == "cancelled" else "asked" if said == "asked" else None
+        said: Literal["cancelled", "asked"] | None = self._driver.write(
+            lambda sql: workflow.cancel(sql, s, key, now)
+        )
+        return said
 
     def cancelled(self) -> list[Job]:
         return [rows.job(row) for row in self._driver.read(self._driver.sql.cancelled, {})]
@@ -559,11 +564,11 @@ class Table:
     # WorkflowStore
 
     def push_batch(self, members: Sequence[Job], callback: Job, now: datetime) -> str:
-        _check_keyless((*members, callback), "a batch's member or callback")
+        keyless((*members, callback), "a batch")
         driver = self._driver
 
         def work(sql: rows.Statements) -> None:
-            callback.run_at = WAITING_AT
+            callback.run_at = WAITS
             driver.push_many_in(sql, [callback], False)
             for job in members:
                 job.batch_id = callback.id  # written as each is pushed: rows.MANY_COLUMNS
@@ -583,14 +588,14 @@ class Table:
     def push_chain(
         self, jobs: Sequence[Job], after: Sequence[str], anyway: bool, now: datetime
     ) -> None:
-        _check_keyless(jobs, "a job that waits for others")
+        keyless(jobs, "a chain")
         first = [key for key in (rows.row_id(id) for id in after) if key is not None]
         driver = self._driver
 
         def work(sql: rows.Statements) -> None:
             waits = first
             for job in jobs:
-                job.run_at = WAITING_AT
+                job.run_at = WAITS
                 driver.push_many_in(sql, [job], False)
                 ended = workflow.wait(sql, driver.sql, int(job.id), waits, anyway, now)
                 if ended:
@@ -681,12 +686,3 @@ def _end_of(job: Job, how: str, counted: bool = False) -> Ended:
     """``job``'s end, to follow; ``counted``: its batch counted it already (the settle's)."""
     batch = None if job.batch_id is None or counted else int(job.batch_id)
     return Ended(int(job.id), how, batch, job.awaited)
-
-
-def _check_keyless(jobs: Sequence[Job], what: str) -> None:
-    for job in jobs:
-        if job.key:
-            raise ValueError(
-                f"{what} has no key: job of kind {job.kind!r} has one (its kind is unique or "
-                f"one at a time); push it alone"
-            )

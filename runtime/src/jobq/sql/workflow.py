@@ -6,7 +6,7 @@ transaction that ends its last member, and a job that waits is let go (or
 cancelled) in the one that ends what it waited for. The statements are ``SQL``'s,
 each a default a database's SQL may override; none names a database's own syntax.
 
-A job that waits has ``run_at`` ``WAITING`` (no claim takes it before the year 9999)
+A job that waits has ``run_at`` ``jobq.batch.WAITS`` (no claim takes it before 9999)
 and ``waiting`` 'batch' (a batch's callback: its ID is the batch's) or 'after' (it
 has a row in ``job_waits`` for each job it still waits for). ``batch_id`` marks a
 batch's members and its callback; ``awaited`` a job some job waits for. A claim
@@ -20,28 +20,25 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from jobq.batch import WAITS
 from jobq.sql import rows
+from jobq.workflow import because
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from jobq.batch import Batch
 
-__all__ = ["WAITING", "Ended", "Statements", "WorkflowSQL"]
-
-# The run_at of a job that waits for others (jobq.batch.WAITS), in Unix ms.
-WAITING_AT = WAITS
-WAITING = rows.ms(WAITS)
+__all__ = ["Ended", "Statements", "WorkflowSQL"]
 
 
 class WorkflowSQL:
     """The statements of batches and waits (``jobq.sql.table.SQL`` has them), each a
     default a database's SQL may override. Times are Unix ms; an ID the integer key.
 
-    - ``member_again``, ``member_again_from_checkpoint``: ``run_again``'s, for a batch's;
+    - ``member_again``, ``member_again_from_checkpoint`` (``table.SQL``'s, beside the
+      ``run_again`` they are): ``run_again``'s, for a batch's job too;
     - ``cancel_waiting``: the job ``:id``, not ended and held by no claim at ``:now``,
       ended cancelled (``:error`` kept when given); ``cancel_ask``: one a claim holds, its
       cancel asked; ``followed``: ``(batch_id, awaited, waiting)`` of the job ``:id``;
@@ -54,23 +51,15 @@ class WorkflowSQL:
     - ``batch``, ``batch_running``, ``batch_not_done``, ``batch_live``: a batch read;
     - ``mark_waiting``: the job ``:id`` waiting ``:waiting``; ``mark_callback``: the
       callback of the batch ``:id``; ``await_job``: the job ``:id``, not ended, awaited;
-      ``job_state``: ``(failed_at, ended)`` of the job ``:id``;
-    - ``wait_for``, ``waiters``, ``unwait``, ``unwait_all``, ``still_waits``, ``waits``:
+      ``job_state``: ``(failed_at, ended, batch_id)`` of the job ``:id``;
+    - ``wait_for``, ``waiters``, ``unwait``, ``unwait_all``, ``waits``:
       the rows of ``job_waits``; ``go``: a job that waited, due at ``:now``;
       ``stale_waits``: the waits whose job ended (or is gone) without letting them go;
       ``prune_batches``: the batches that ended before ``:before``, deleted.
     """
 
-    member_again = """
-        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-            run_at = :run_at, held_until = 0, progress = NULL, checkpoint = NULL, waiting = NULL
-        WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
-        """
-    member_again_from_checkpoint = """
-        UPDATE jobs SET failed_at = NULL, ended = NULL, cancel_asked = NULL, attempts = 0,
-            run_at = :run_at, held_until = 0, waiting = NULL
-        WHERE id = :id AND failed_at IS NOT NULL AND (ended IS NULL OR ended <> 'done')
-        """
+    member_again: str
+    member_again_from_checkpoint: str
     cancel_waiting = """
         UPDATE jobs SET ended = 'cancelled', failed_at = :now, unique_key = NULL, held_until = 0,
             waiting = NULL, error = coalesce(:error, error)
@@ -138,12 +127,11 @@ class WorkflowSQL:
     mark_waiting = "UPDATE jobs SET waiting = :waiting WHERE id = :id"
     mark_callback = "UPDATE jobs SET waiting = 'batch', batch_id = :id WHERE id = :id"
     await_job = "UPDATE jobs SET awaited = 1 WHERE id = :id AND failed_at IS NULL"
-    job_state = "SELECT failed_at, ended FROM jobs WHERE id = :id"
+    job_state = "SELECT failed_at, ended, batch_id FROM jobs WHERE id = :id"
     wait_for = "INSERT INTO job_waits (job_id, waits_for, anyway) VALUES (:id, :after, :anyway)"
     waiters = "SELECT job_id, anyway FROM job_waits WHERE waits_for = :after ORDER BY job_id"
     unwait = "DELETE FROM job_waits WHERE job_id = :id AND waits_for = :after"
     unwait_all = "DELETE FROM job_waits WHERE job_id = :id"
-    still_waits = "SELECT waits_for FROM job_waits WHERE job_id = :id"
     waits = "SELECT waits_for FROM job_waits WHERE job_id = :id ORDER BY waits_for"
     go = """
         UPDATE jobs SET run_at = :now, waiting = NULL
@@ -208,26 +196,21 @@ def _resolve(
     """The job ``waiter`` told that ``after`` ended ``how``: let go once it waits for nothing
     more, or cancelled (unless ``anyway``) when ``after`` did not end done; what it ended."""
     if how == "done" or anyway:
-        if not sql.rows(s.still_waits, {"id": waiter}):
+        if not sql.rows(s.waits, {"id": waiter}):
             sql.count(s.go, {"id": waiter, "now": at})
         return []
-    said = _ENDS.get(how, "failed for good")
-    error = f"cancelled: job {after}, which it waited for, {said}"
-    params = {"id": waiter, "now": at, "error": error}
+    params = {"id": waiter, "now": at, "error": because(after, how)}
     if not sql.count(s.cancel_waiting, params):
         return []  # ended already
     sql.count(s.unwait_all, {"id": waiter})
     ((batch, awaited, _),) = sql.rows(s.followed, {"id": waiter})
-    return [Ended(waiter, "cancelled", None if batch is None else int(batch), bool(awaited))]
-
-
-_ENDS = {"failed": "failed for good", "cancelled": "was cancelled", "expired": "expired"}
+    return [Ended(waiter, "cancelled", _int(batch), bool(awaited))]
 
 
 def wait(
     sql: Statements, s: WorkflowSQL, id: int, after: Sequence[int], anyway: bool, now: datetime
 ) -> list[Ended]:
-    """Have the job ``id``, just pushed due at ``WAITING``, wait for each of ``after``: let go
+    """Have the job ``id``, just pushed due at ``WAITS``, wait for each of ``after``: let go
     at once when none is left to wait for, cancelled when one ended other than done."""
     at = rows.ms(now)
     sql.count(s.mark_waiting, {"id": id, "waiting": "after"})
@@ -239,7 +222,7 @@ def wait(
         how = "done" if not state or state[0][1] == "done" else state[0][1] or "failed"
         if how != "done" and not anyway:
             return _resolve(sql, s, id, job, how, anyway, at)  # cancelled, as it is pushed
-    if not sql.rows(s.still_waits, {"id": id}):
+    if not sql.rows(s.waits, {"id": id}):
         sql.count(s.go, {"id": id, "now": at})
     return []
 
@@ -283,25 +266,24 @@ def again(sql: Statements, s: WorkflowSQL, resume: bool, id: int, at: datetime) 
     """``run_again`` (``resume``: from its checkpoint) of the job ``id``, a batch's member or
     callback, counted as pending again in its batch when a member: the batch is open again
     until it ends."""
-    followed = sql.rows(s.followed, {"id": id})
-    state = sql.rows(s.job_state, {"id": id})
+    state = sql.rows(s.job_state, {"id": id})  # read before the write clears how it ended
     statement = s.member_again_from_checkpoint if resume else s.member_again
     if not sql.count(statement, {"id": id, "run_at": rows.ms(at)}):
         return False
-    batch = followed[0][0] if followed else None
+    ((_, how, batch),) = state
     if batch is not None and int(batch) != id:
-        how = state[0][1] or "failed"
+        how = how or "failed"
         params = {"id": int(batch)} | {e: int(how == e) for e in ("failed", "cancelled", "expired")}
         sql.count(s.batch_reopen, params)
     return True
 
 
 def cancel(
-    sql: Statements, s: WorkflowSQL, id: int, now: datetime, error: str | None = None
-) -> str | None:
+    sql: Statements, s: WorkflowSQL, id: int, now: datetime
+) -> Literal["cancelled", "asked"] | None:
     """``cancel`` of a job whose end is followed: "cancelled", "asked" or None."""
     at = rows.ms(now)
-    if sql.count(s.cancel_waiting, {"id": id, "now": at, "error": error}):
+    if sql.count(s.cancel_waiting, {"id": id, "now": at, "error": None}):
         sql.count(s.unwait_all, {"id": id})
         ((batch, awaited, _),) = sql.rows(s.followed, {"id": id})
         follow(sql, s, [Ended(id, "cancelled", _int(batch), bool(awaited))], now)

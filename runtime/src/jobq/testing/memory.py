@@ -18,6 +18,7 @@ from jobq.process import Process
 from jobq.stats import KindStats
 from jobq.status import State, Status
 from jobq.tally import KEPT, Tally, minute_of
+from jobq.workflow import because, keyless
 
 __all__ = ["MemoryStore"]
 
@@ -515,9 +516,9 @@ class MemoryStore:
     # WorkflowStore
 
     def push_batch(self, members: Sequence[Job], callback: Job, now: datetime) -> str:
-        _keyless((*members, callback))
+        keyless((*members, callback), "a batch")
         with self._lock:
-            callback.run_at = _WAITING
+            callback.run_at = WAITS
             self._push(callback, unique=False)
             batch = callback.id
             self._rows[batch].waiting = "batch"
@@ -534,11 +535,11 @@ class MemoryStore:
     def push_chain(
         self, jobs: Sequence[Job], after: Sequence[str], anyway: bool, now: datetime
     ) -> None:
-        _keyless(jobs)
+        keyless(jobs, "a chain")
         with self._lock:
             waits = list(after)
             for job in jobs:
-                job.run_at = _WAITING
+                job.run_at = WAITS
                 self._push(job, unique=False)
                 row = self._rows[job.id]
                 row.waiting = "after"
@@ -553,7 +554,7 @@ class MemoryStore:
                     elif not anyway and cause is None:
                         cause = (id, awaited.job.ended or "failed")
                 if cause is not None:
-                    self._end_waiting(row, "cancelled", now, _because(*cause))
+                    self._end_waiting(row, "cancelled", now, because(*cause))
                 elif not self._waits.get(job.id):
                     self._go(row, now)
                 waits = [job.id]
@@ -684,7 +685,7 @@ class MemoryStore:
                     del self._waits[waiter]
                     self._go(row, at)
             else:
-                self._end_waiting(row, "cancelled", at, _because(job.id, how))
+                self._end_waiting(row, "cancelled", at, because(job.id, how))
 
     def _close(self, batch_id: str, at: datetime) -> None:
         self._batches[batch_id].ended_at = at
@@ -878,23 +879,6 @@ class _Batch:
     created_at: datetime
     ended_at: datetime | None = None
     counts: Counter[str] = field(default_factory=Counter)  # ends, by how
-
-
-_WAITING = WAITS  # a job that waits for others is due then: no claim reaches it
-_ENDS = {"failed": "failed for good", "cancelled": "was cancelled", "expired": "expired"}
-
-
-def _because(id: str, how: str) -> str:
-    return f"cancelled: job {id}, which it waited for, {_ENDS.get(how, 'failed for good')}"
-
-
-def _keyless(jobs: Sequence[Job]) -> None:
-    for job in jobs:
-        if job.key:
-            raise ValueError(
-                f"a batch's or a chain's job has no key: job of kind {job.kind!r} has one "
-                f"(its kind is unique or one at a time); push it alone"
-            )
 
 
 # The ends each list shows: a failed job of a store before cancels has no end kept.
