@@ -100,11 +100,7 @@ class Outcomes:
                 self._end(attempt, "done")  # kept, with its result
                 return
         if error is None:
-            if (
-                self._queue.observe is None
-                and not (job.at_once or job.one_at_a_time or job.batch_id or job.awaited)
-                and not attempt.completed
-            ):
+            if self._queue.observe is None and not _frees(job) and not attempt.completed:
                 # Nothing to do once kept but count it.
                 self._calls.settle_then("done", job, self._counted(job.kind))
                 return
@@ -146,10 +142,8 @@ class Outcomes:
             return
         job, error = attempt.job, attempt.error
         self._counts.add(job.kind, outcome)
-        if job.at_once or job.one_at_a_time or job.batch_id or job.awaited:
-            # The next of its kind or key may run now, or what its end let go (a batch's
-            # callback, a job that waited for it): not a poll later.
-            self._wake()
+        if _frees(job):
+            self._wake()  # what its end let run: now, not a poll later
         if outcome is Outcome.DONE:
             if self._queue.observe is not None:
                 self.observe(ran(attempt, outcome))
@@ -204,7 +198,7 @@ class Outcomes:
         if how == "done":
             self._done(attempt)
             return
-        if job.at_once or job.one_at_a_time or job.batch_id or job.awaited:
+        if _frees(job):
             self._wake()
         if how == "expired":
             said, outcome = "a job expired before it started, and will not run", Outcome.EXPIRED
@@ -245,7 +239,7 @@ class Outcomes:
         if attempt is None:
             return  # nobody observes it, and it has no limit to free (see finish)
         attempt.error = None
-        if job.at_once or job.one_at_a_time:
+        if _frees(job):
             self._wake()
         self.observe(ran(attempt, Outcome.CANCELLED))
 
@@ -275,7 +269,7 @@ class Outcomes:
         job = attempt.job
         attempt.error = None
         self._counts.add(job.kind, Outcome.DONE)
-        if job.at_once or job.one_at_a_time or job.batch_id or job.awaited:
+        if _frees(job):
             self._wake()
         self.observe(ran(attempt, Outcome.DONE))
 
@@ -381,6 +375,12 @@ class Outcomes:
             observe(told)
         except Exception as e:
             say(logging.ERROR, "observe failed", trace=e, kind=told.kind, err=e)
+
+
+def _frees(job: Job) -> bool:
+    """Whether ``job``'s end may let another job run at once: the next of its limited kind or
+    key, its batch's callback, or a job that waited for it."""
+    return bool(job.at_once or job.one_at_a_time or job.batch_id or job.awaited)
 
 
 def ran(attempt: Attempt, outcome: Outcome) -> Ran:
