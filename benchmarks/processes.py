@@ -29,7 +29,8 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 # A slot: ready, done, first start, last end, CPU (process_time) at the first start and at
-# the last end. The first slot after the processes' is the parent's: 1 once they may start.
+# the stop after the last job. The first slot after the processes' is the parent's: 1 once
+# they may start.
 SLOT = struct.Struct("dddddd")
 READY, DONE, FIRST, LAST, CPU_FIRST, CPU_LAST = range(6)
 
@@ -70,11 +71,11 @@ def run(
             _check(children)
             time.sleep(0.005)
         server_after = server.seconds()
-        slots = [_slot(memory, i) for i in range(processes)]
         for child in children:
             child.send_signal(signal.SIGTERM)
         for child in children:
             child.wait(30)
+        slots = [_slot(memory, i) for i in range(processes)]
     finally:
         for child in children:
             if child.poll() is None:
@@ -126,8 +127,16 @@ def child(db: str, url: str, workers: int, slot: int, processes: int, name: str)
         if outcome.outcome is not jobq.Outcome.DONE:
             raise SystemExit(f"a no-op job was {outcome.outcome}: {outcome.error!r}")
         figures[DONE] += 1
-        figures[LAST], figures[CPU_LAST] = time.monotonic(), time.process_time()
+        figures[LAST] = time.monotonic()
         SLOT.pack_into(memory.buf, at, *figures)
+
+    def stop() -> None:
+        # The CPU read once, at the stop that follows the last job: a process's CPU clock
+        # sums its threads', and read each job it was a tenth of the job's cost. What
+        # the process spent since its last job is a few idle milliseconds.
+        figures[CPU_LAST] = time.process_time()
+        SLOT.pack_into(memory.buf, at, *figures)
+        queue.stop()
 
     queue.observe = ran
     with engine.connect():
@@ -138,7 +147,7 @@ def child(db: str, url: str, workers: int, slot: int, processes: int, name: str)
         time.sleep(0.001)
 
     async def main() -> None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, queue.stop)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop)
         await queue.run()
 
     asyncio.run(main())

@@ -10,6 +10,7 @@ reads, and what the claim's statements read.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import sqlite3
@@ -298,6 +299,80 @@ def test_a_forked_process_pushes_on_a_connection_of_its_own(engine: sa.Engine) -
     jobs.push(_job("after"))
     claimed = jobs.claim_many(T0, T0 + HOLD, 10)
     assert sorted(j.kind for j in claimed) == ["after", "before", "child"]
+
+
+@contextmanager
+def _turn_held_elsewhere(url: str) -> Iterator[None]:
+    """The file's turn (jobq.sql.turn) held as another process holds it: a flock through
+    an open file of its own."""
+    fd = os.open(url.removeprefix("sqlite:///") + "-jobq.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _count(url: str) -> int:
+    other = sqlite3.connect(url.removeprefix("sqlite:///"))
+    try:
+        return int(other.execute("SELECT count(*) FROM jobs").fetchone()[0])
+    finally:
+        other.close()
+
+
+def test_a_write_waits_for_the_turn_another_process_holds_and_goes_on_as_it_is_let_go(
+    engine: sa.Engine, url: str
+) -> None:
+    """Two processes on one file take turns through a lock beside it, handed over at once,
+    instead of SQLite's busy handler, which sleeps milliseconds between its looks."""
+    jobs = sqlite.Jobs(engine)
+    pushed = threading.Thread(target=lambda: jobs.push(_job()))
+    with _turn_held_elsewhere(url):
+        pushed.start()
+        pushed.join(0.3)
+        assert pushed.is_alive()  # waiting for its turn: SQLite's own lock is free
+        assert _count(url) == 0
+    pushed.join(5)
+    assert not pushed.is_alive()
+    assert _count(url) == 1
+    assert len(jobs.claim_many(T0, T0 + HOLD, 10)) == 1  # a write transaction: its turn too
+
+
+def test_a_write_goes_on_without_the_turn_once_it_waited_its_busy_timeout(url: str) -> None:
+    """A process stopped (SIGSTOP) while it held the turn delays the others by their busy
+    timeout, as SQLite's own lock would, and no longer."""
+    engine = sqlite.make_engine(url, busy_timeout=0.2)
+    try:
+        _migrate(engine, *(f"{n:04}_jobs" for n in range(1, 8)))
+        jobs = sqlite.Jobs(engine)
+        with _turn_held_elsewhere(url):
+            jobs.push(_job())
+            assert [j.kind for j in jobs.claim_many(T0, T0 + HOLD, 10)] == ["mail"]
+    finally:
+        engine.dispose()
+
+
+def test_a_forked_process_takes_the_turn_through_a_file_of_its_own(url: str) -> None:
+    """A flock is its open file's: a child that used its parent's would hold its parent's
+    turn as its own."""
+    from jobq.sql import turn
+
+    file = turn.turn_of(url.removeprefix("sqlite:///"))
+    assert file is not None
+    with file.taken(5) as had:
+        assert had
+        child = os.fork()
+        if child == 0:  # the child: never back into pytest
+            try:
+                with file.taken(0.1) as child_had:
+                    os._exit(2 if child_had else 0)
+            except BaseException:
+                os._exit(1)
+        _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    with file.taken(0.1) as had_again:
+        assert had_again  # let go as the block ended
 
 
 def _plan(engine: sa.Engine, statement: Any) -> list[str]:

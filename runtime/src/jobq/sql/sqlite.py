@@ -19,8 +19,9 @@ import functools
 import json
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
@@ -29,7 +30,7 @@ from sqlalchemy import create_engine, event, exc, make_url
 
 from jobq.errors import ConfigError, StoreError, StoreLocked, StoreUnavailable
 from jobq.job import Claimant, Job
-from jobq.sql import browse, process, rows, table
+from jobq.sql import browse, process, rows, table, turn
 from jobq.sql.engine import last_in_first_out
 from jobq.sql.rows import Statements, Through
 
@@ -55,6 +56,10 @@ _T = TypeVar("_T")
 
 # The execution option that says how a transaction begins (see make_engine).
 BEGIN = "sqlite_begin"
+
+# The file's turn (jobq.sql.turn) of each engine make_engine made, and how long its
+# writes wait for it: its busy timeout, seconds.
+_turns: weakref.WeakKeyDictionary[Engine, tuple[turn.Turn, float]] = weakref.WeakKeyDictionary()
 
 
 def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine:
@@ -96,6 +101,9 @@ def make_engine(url: str, *, busy_timeout: float = 5.0, **kwargs: Any) -> Engine
             raise ConfigError(f"{BEGIN} is {mode!r}: give DEFERRED, IMMEDIATE or EXCLUSIVE")
         connection.exec_driver_sql(f"BEGIN {mode}")
 
+    file = turn.turn_of(engine.url.database)
+    if file is not None:
+        _turns[engine] = (file, busy_timeout)
     return engine
 
 
@@ -111,6 +119,8 @@ class Database:
         self.engine = engine
         self.connection = connection  # the app's, once bound
         self._pushing = threading.local()  # each thread's cursor for plain pushes
+        turn_and_wait: tuple[turn.Turn | None, float] = _turns.get(engine, (None, 0.0))
+        self._turn, self._within = turn_and_wait
 
     def bind(self, connection: Connection) -> Database:
         """The same database, through ``connection``'s transaction."""
@@ -125,13 +135,14 @@ class Database:
             raw = self.engine.raw_connection()
             try:
                 driver: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
-                driver.execute("BEGIN IMMEDIATE")
-                try:
-                    done = work(_Driver(driver))
-                except BaseException:
-                    driver.rollback()
-                    raise
-                driver.commit()
+                with self._turn_taken():
+                    driver.execute("BEGIN IMMEDIATE")
+                    try:
+                        done = work(_Driver(driver))
+                    except BaseException:
+                        driver.rollback()
+                        raise
+                    driver.commit()
                 return done
             finally:
                 raw.close()
@@ -159,13 +170,20 @@ class Database:
             return self.write(lambda sql: sql.rows(statement, params)[0][0])
         cursor = self._pushing_cursor()
         try:
-            return cursor.execute(_sql(statement), params).fetchone()[0]
+            with self._turn_taken():
+                return cursor.execute(_sql(statement), params).fetchone()[0]
         except sqlite3.Error as error:
             if not _busy(error):
                 # The file may be gone or replaced: the next push opens it anew.
                 self._pushing.kept = None
                 cursor.connection.close()
             raise _portable(error, False) from error
+
+    def _turn_taken(self) -> AbstractContextManager[object]:
+        """The file's turn, held for a write of the kit's own (``jobq.sql.turn``)."""
+        if self._turn is None:
+            return nullcontext()
+        return self._turn.taken(self._within)
 
     def _pushing_cursor(self) -> sqlite3.Cursor:
         """This thread's cursor for plain pushes, on a connection made by the engine (its
