@@ -79,3 +79,29 @@ def test_the_columns_a_hand_dropped_are_named(migrations: Migrations, tmp_path: 
     missing = migrations.missing_columns(url)
     assert "jobs.payload" in missing
     assert "jobs.kind" not in missing
+
+
+def test_a_migrate_that_commits_between_the_checks_reads_is_never_taken_for_unversioned_tables(
+    migrations: Migrations, engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three `migrate`s at once: the second read what the first had not yet committed, then
+    what it had. Whichever read comes first, a whole migration (alembic_version and the
+    tables in one transaction) reads as migrated or as not begun."""
+    real = sa.engine.reflection.Inspector.has_table
+    reads: list[str] = []
+
+    def has_table(self: sa.Inspector, name: str, *args: object, **kwargs: object) -> bool:
+        found = real(self, name, *args, **kwargs)
+        reads.append(name)
+        if len(reads) == 1:  # another migrate commits, just after this first read
+            _at(engine, "app_0001", "0002_jobs")
+            with engine.begin() as conn:
+                conn.exec_driver_sql("CREATE TABLE jobs (id INTEGER PRIMARY KEY)")
+        return found
+
+    monkeypatch.setattr(sa.engine.reflection.Inspector, "has_table", has_table)
+    # What `migrate` reads before it takes the migrations' lock: the app's tables without
+    # an alembic_version, which it would refuse to migrate over.
+    assert migrations._unversioned(engine) == []
+    assert len(reads) > 1
+    migrations.check(engine)  # at the heads

@@ -183,13 +183,20 @@ class Migrations:
 
     def _unversioned(self, engine: Engine) -> list[str]:
         """Which of the app's TABLES the database has with no alembic_version table: none when it
-        has one. (Alembic makes that table first, under migrate's lock on Postgres and MySQL, so
-        a migrate under way elsewhere never looks unversioned.)"""
+        has one.
+
+        Alembic makes that table before the app's, in their transaction or before it, so the
+        tables are read first: once they are seen, so is alembic_version, and a migrate
+        that commits elsewhere between the two reads never looks unversioned. (Read the
+        other way round, a second ``migrate`` beside the first saw no alembic_version, then
+        the first's tables, and said they were not the app's.)
+        """
         with engine.execution_options(sqlite_begin="DEFERRED").connect() as conn:
             seen = inspect(conn)
-            if seen.has_table("alembic_version"):
+            tables = [table for table in self.tables if seen.has_table(table)]
+            if not tables or seen.has_table("alembic_version"):
                 return []
-            return [table for table in self.tables if seen.has_table(table)]
+            return tables
 
     def _stamp_advice(self, tables: list[str]) -> str:
         return (
