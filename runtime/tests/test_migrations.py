@@ -4,6 +4,7 @@ place) and each way a database is not migrated said with what to type."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -90,7 +91,7 @@ def test_a_migrate_that_commits_between_the_checks_reads_is_never_taken_for_unve
     real = sa.engine.reflection.Inspector.has_table
     reads: list[str] = []
 
-    def has_table(self: sa.Inspector, name: str, *args: object, **kwargs: object) -> bool:
+    def has_table(self: sa.Inspector, name: str, *args: Any, **kwargs: Any) -> bool:
         found = real(self, name, *args, **kwargs)
         reads.append(name)
         if len(reads) == 1:  # another migrate commits, just after this first read
