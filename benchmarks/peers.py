@@ -9,7 +9,7 @@ In one run, on each database (a database of its own on each server, a file for S
 
 1. run: --jobs no-op jobs (an ``async def`` handler), all pushed first, then run
    through ``jobq.Queue.run`` with the template's store, with 1, 4 (the app's
-   default, ``QUEUE_WORKERS``), 16 and 128 workers, and with 4 workers and a
+   default, ``QUEUE_WORKERS``), 16, 128 and 512 workers, and with 4 workers and a
    ``def`` handler; timed from the first job started to the last one done,
    with the app's CPU and the server's over the same span, a job (µs). A
    run claims for its free workers and, for short jobs, a buffer ahead of
@@ -17,12 +17,13 @@ In one run, on each database (a database of its own on each server, a file for S
    ``DEEP`` times --jobs waiting: a queue must not slow as its backlog grows
    (on Postgres a settle's plan once did, on a table analyzed while empty).
 2. the peer, the same jobs the same way, at its defaults and at its best:
-   pgqueuer on Postgres (on asyncpg) with batches of 10 (its default) and
-   128; huey on SQLite (a file, thread workers) with 1 thread (its default),
-   4 and 16. They are installed from PyPI into a virtual environment of the
-   benchmark's own (--venv), made once and reused, and run in subprocesses
-   with its Python: the project's .venv never has them. Their CPU is their
-   process's and the server's over the run, pushes excluded.
+   pgqueuer on Postgres (on asyncpg) with batches of 10 (its default), 128
+   and 512 (the claims ours takes at those workers); huey on SQLite (a file,
+   thread workers) with 1 thread (its default), 4 and 16. They are installed
+   from PyPI into a virtual environment of the benchmark's own (--venv), made
+   once and reused, and run in subprocesses with its Python: the project's
+   .venv never has them. Their CPU is their process's and the server's over
+   the run, pushes excluded.
    Then in worker processes (benchmarks/processes.py), as ``./myapp jobs work
    --processes N`` runs them: 1, 2, 4 and 10 processes, each with its own
    queue, engine and pool and ``PROCESS_WORKERS`` workers, the database the
@@ -89,15 +90,15 @@ DATABASES = ("sqlite", "postgres", "mysql")
 NAMES = {"postgres": "Postgres", "mysql": "MariaDB", "sqlite": "SQLite"}
 PEERS = {"postgres": "pgqueuer", "sqlite": "huey"}
 PEER_PACKAGES = ("pgqueuer", "huey", "asyncpg")
-# Async no-op handlers: a worker is a task, and 128 cost no more to keep than 4 (River
+# Async no-op handlers: a worker is a task, and 512 cost little more to keep than 4 (River
 # runs 100 at once by default). A claim takes a job for each free worker.
-WORKERS = (1, 4, 16, 128)
+WORKERS = (1, 4, 16, 128, 512)
 APP_WORKERS = 4  # the app's default, QUEUE_WORKERS in the template's settings
 DEEP = 4  # the backlog run: this many times --jobs waiting
 PROCESSES = (1, 2, 4, 10)  # worker processes, each of PROCESS_WORKERS workers
-PROCESS_WORKERS = 128  # our best in one process
+PROCESS_WORKERS = 512  # the most a run of ours in one process has
 HUEY_THREADS = (1, 4, 16)  # its default is 1
-PGQUEUER_BATCHES = (10, 128)  # its default, and the batch our claims take with 128 workers
+PGQUEUER_BATCHES = (10, 128, 512)  # its default, and the batches our claims take
 BATCHES = (1, 10, 100)
 HOLD_MS = 5 * 60 * 1000
 CHILD = Path(__file__).with_name("peer_runs.py")

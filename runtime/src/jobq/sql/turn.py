@@ -32,7 +32,7 @@ from jobq.sql import process
 __all__ = ["Turn", "turn_of"]
 
 _FIRST_WAIT = 0.00005  # seconds: the handoff's time, a write held far longer
-_LONGEST_WAIT = 0.001  # seconds: SQLite's own first sleep
+_LONGEST_WAIT = 0.0002  # seconds: a look costs µs, and a claim of 512 holds the turn ms
 
 
 class Turn:
