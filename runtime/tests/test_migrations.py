@@ -106,3 +106,25 @@ def test_a_migrate_that_commits_between_the_checks_reads_is_never_taken_for_unve
     assert migrations._unversioned(engine) == []
     assert len(reads) > 1
     migrations.check(engine)  # at the heads
+
+
+def test_a_check_that_meets_a_migrate_committing_between_its_reads_finds_the_database_migrated(
+    migrations: Migrations, engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve` starting while `migrate` commits: its check read no alembic_version, then
+    the tables with their version, and must not say the database has none of them."""
+    real = sa.engine.reflection.Inspector.has_table
+    reads: list[str] = []
+
+    def has_table(self: sa.Inspector, name: str, *args: Any, **kwargs: Any) -> bool:
+        found = real(self, name, *args, **kwargs)
+        reads.append(name)
+        if len(reads) == 1:  # the check's first read: migrate commits just after it
+            _at(engine, "app_0001", "0002_jobs")
+            with engine.begin() as conn:
+                conn.exec_driver_sql("CREATE TABLE jobs (id INTEGER PRIMARY KEY)")
+        return found
+
+    monkeypatch.setattr(sa.engine.reflection.Inspector, "has_table", has_table)
+    migrations.check(engine)
+    assert reads[0] == "alembic_version"  # read before the migrate committed

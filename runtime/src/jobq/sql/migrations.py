@@ -163,7 +163,12 @@ class Migrations:
             tables = self._unversioned(engine)
             if tables:
                 raise Unmigrated(self._stamp_advice(tables))
-            raise Unmigrated(f"the database has none of the app's tables: {migrate}")
+            at = self.current(engine)  # read again: a migrate may have committed since
+            if at == wanted:
+                return
+            if not at:
+                raise Unmigrated(f"the database has none of the app's tables: {migrate}")
+            self._check_known(at)
         raise Unmigrated(
             f"the database's tables are at {', '.join(at)}, and this version of the app needs "
             f"{', '.join(wanted)}: {migrate}"
