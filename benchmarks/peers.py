@@ -539,14 +539,22 @@ class Samples:
         values = self.taken.get(what)
         return statistics.median(values) if values else None
 
+    def settings(self, prefix: str) -> list[int]:
+        """Each N sampled as ``prefix N`` (N workers, a batch, or processes)."""
+        return [
+            int(what.rsplit(" ", 1)[1]) for what in self.taken if what.rsplit(" ", 1)[0] == prefix
+        ]
+
     def best(self, prefix: str) -> tuple[float, int] | None:
-        """The best of the medians of ``prefix N`` (N workers, or a batch), and its N."""
+        """The best of the medians of ``prefix N``, and its N."""
         found = [
-            (m, int(what.split()[-1]))
-            for what in self.taken
-            if what.rsplit(" ", 1)[0] == prefix and (m := self.median(what)) is not None
+            (m, n) for n in self.settings(prefix) if (m := self.median(f"{prefix} {n}")) is not None
         ]
         return max(found) if found else None
+
+    def all_of(self, prefix: str) -> list[float]:
+        """Every sample of ``prefix N``, whatever its N, over the rounds."""
+        return [v for n in self.settings(prefix) for v in self.taken[f"{prefix} {n}"]]
 
 
 def make_schema(module: ModuleType, url: str) -> None:
@@ -716,14 +724,7 @@ def table(dbs: list[str], results: dict[str, Samples]) -> list[str]:
         lambda s, f, db: _ratio(s.median(deep), f.app),
     )
 
-    counted = sorted(
-        {
-            int(w.split()[-1])
-            for s in results.values()
-            for w in s.taken
-            if w.startswith("processes ")
-        }
-    )
+    counted = sorted({n for s in results.values() for n in s.settings("processes")})
     for count in counted:
         what = f"processes {count}"
         line(
@@ -864,21 +865,16 @@ def targets(dbs: list[str], results: dict[str, Samples]) -> list[str]:
         )
         # Issue 47's: the same goals, reached with worker processes; every job run once;
         # and many claimers' claims costing about what one's do.
-        runs = [
-            (what.split(":", 1)[1], value)
-            for what, values in s.taken.items()
-            if what.startswith(("twice:", "unrun:"))
-            for value in values
-        ]
-        if runs:
-            wrong = sum(value for _, value in runs)
+        twice, unrun = s.all_of("twice:processes"), s.all_of("unrun:processes")
+        if twice:
+            wrong = sum(twice) + sum(unrun)
             lines.append(
                 f"- [{'PASS' if wrong == 0 else 'FAIL'}] {name} in processes: every job run "
-                f"once ({wrong:.0f} run twice or never, over {len(runs) // 2} runs)"
+                f"once ({wrong:.0f} run twice or never, over {len(twice)} runs)"
             )
         # What many claimers cost the database: its CPU a job. A claim's wall time (in the
         # table) is mostly, at 10 processes on a few cores, its process waiting for one.
-        most = max((int(w.split()[-1]) for w in s.taken if w.startswith("processes ")), default=1)
+        most = max(s.settings("processes"), default=1)
         one, many = s.median("server:processes 1"), s.median(f"server:processes {most}")
         if db == "postgres" and most > 1 and one and many:
             lines.append(

@@ -20,7 +20,7 @@ processes with SIGTERM once they have done all the jobs.
 clients as there are processes, each a process: the physical limit of N
 claimers, beside which N processes of ours are read.
 
-    python benchmarks/processes.py child DB URL WORKERS SLOT PROCESSES JOBS MEMORY
+    python benchmarks/processes.py child DB URL WORKERS SLOT PROCESSES MEMORY
     python benchmarks/processes.py raw DB URL BATCH SLOT PROCESSES MEMORY
     (each run by the functions below)
 """
@@ -47,8 +47,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # the stop after the last job, the claims' seconds and the jobs they returned. The first
 # slot after the processes' is the parent's: 1 once they may start. The table of runs
 # follows: a byte a job, how often it ran.
-SLOT = struct.Struct("dddddddd")
-READY, DONE, FIRST, LAST, CPU_FIRST, CPU_LAST, CLAIMING, CLAIMED = range(8)
+FIELDS = 8
+SLOT = struct.Struct("d" * FIELDS)
+READY, DONE, FIRST, LAST, CPU_FIRST, CPU_LAST, CLAIMING, CLAIMED = range(FIELDS)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def run(db: str, module: ModuleType, url: str, n: int, processes: int, workers: 
     try:
         memory.buf[:] = bytes(len(memory.buf))
         for slot in range(processes):
-            numbers = [str(workers), str(slot), str(processes), str(n)]
+            numbers = [str(workers), str(slot), str(processes)]
             command = [sys.executable, __file__, "child", db, url, *numbers, memory.name]
             children.append(subprocess.Popen(command))
         server = ServerCpu(url)
@@ -121,7 +122,7 @@ def run(db: str, module: ModuleType, url: str, n: int, processes: int, workers: 
 
 
 def raw_cycles(raw: peers.Raw, url: str, n: int, clients: int, batch: int) -> float:
-    """Jobs a second through the raw cycle (``Raw.drain``) of ``clients`` processes at once,
+    """Jobs a second through the raw cycle (``Raw.drainer``) of ``clients`` processes at once,
     each its own connection, claiming ``batch`` at a time until n jobs are gone."""
     raw.fill(n)
     memory = shared_memory.SharedMemory(create=True, size=SLOT.size * (clients + 1))
@@ -158,7 +159,12 @@ def _ready(memory: shared_memory.SharedMemory, children: list[subprocess.Popen[b
 
 
 def _go(memory: shared_memory.SharedMemory, count: int) -> None:
-    SLOT.pack_into(memory.buf, SLOT.size * count, 1, *[0] * (len(SLOT.format) - 1))
+    _write(memory, count, 1)
+
+
+def _write(memory: shared_memory.SharedMemory, slot: int, *figures: float) -> None:
+    """Slot ``slot``'s figures, in SLOT's order; those not given, 0."""
+    SLOT.pack_into(memory.buf, SLOT.size * slot, *figures, *[0] * (FIELDS - len(figures)))
 
 
 def _stop(children: list[subprocess.Popen[bytes]]) -> None:
@@ -199,7 +205,7 @@ def _wait_for_go(memory: shared_memory.SharedMemory, count: int) -> None:
         time.sleep(0.001)
 
 
-def child(db: str, url: str, workers: int, slot: int, processes: int, n: int, name: str) -> None:
+def child(db: str, url: str, workers: int, slot: int, processes: int, name: str) -> None:
     """One worker process: ready, then run jobs from the go until SIGTERM."""
     sys.path[:0] = [str(ROOT / "tests")]
     import jobq
@@ -210,7 +216,7 @@ def child(db: str, url: str, workers: int, slot: int, processes: int, n: int, na
     module = sources.store(db)
     engine = module.make_engine(url, pool_size=workers + 4)
     store = module.Jobs(engine)
-    figures = [1.0] + [0.0] * (len(SLOT.format) - 1)  # ready once written
+    figures = [1.0] + [0.0] * (FIELDS - 1)  # ready once written
     claim_many = store.claim_many
 
     def timed(*args: object, **kwargs: object) -> list[jobq.Job]:
@@ -222,7 +228,6 @@ def child(db: str, url: str, workers: int, slot: int, processes: int, n: int, na
 
     store.claim_many = timed  # before the queue asks the store for it
     queue = jobq.Queue(store, workers=workers, poll=1.0)
-    at = SLOT.size * slot
 
     @queue.kind("noop")
     async def noop(value: int) -> None:
@@ -236,20 +241,20 @@ def child(db: str, url: str, workers: int, slot: int, processes: int, n: int, na
             raise SystemExit(f"a no-op job was {outcome.outcome}: {outcome.error!r}")
         figures[DONE] += 1
         figures[LAST] = time.monotonic()
-        SLOT.pack_into(memory.buf, at, *figures)
+        _write(memory, slot, *figures)
 
     def stop() -> None:
         # The CPU read once, at the stop that follows the last job: a process's CPU clock
         # sums its threads', and read each job it was a tenth of the job's cost. What
         # the process spent since its last job is a few idle milliseconds.
         figures[CPU_LAST] = time.process_time()
-        SLOT.pack_into(memory.buf, at, *figures)
+        _write(memory, slot, *figures)
         queue.stop()
 
     queue.observe = ran
     with engine.connect():
         pass  # connected before the go, as a worker is long before its jobs come
-    SLOT.pack_into(memory.buf, at, *figures)
+    _write(memory, slot, *figures)
     _wait_for_go(memory, processes)
 
     async def main() -> None:
@@ -268,13 +273,12 @@ def raw(db: str, url: str, batch: int, slot: int, clients: int, name: str) -> No
     memory = _shared(name)
     with peers.Raw.open(db, url) as mine:
         drain = mine.drainer(batch)
-        SLOT.pack_into(memory.buf, SLOT.size * slot, 1, *[0] * (len(SLOT.format) - 1))
+        _write(memory, slot, 1)
         _wait_for_go(memory, clients)
         began = time.monotonic()
         gone = drain()
         ended = time.monotonic()
-    figures = [2.0, gone, began, ended] + [0.0] * (len(SLOT.format) - 4)
-    SLOT.pack_into(memory.buf, SLOT.size * slot, *figures)
+    _write(memory, slot, 2, gone, began, ended)
     memory.close()
 
 
@@ -283,8 +287,8 @@ if __name__ == "__main__":
     import peers  # the raw cycle's driver code, as the one-client cycle runs it
 
     if sys.argv[1:2] == ["child"]:
-        _, _, db_, url_, workers_, slot_, processes_, n_, name_ = sys.argv
-        child(db_, url_, int(workers_), int(slot_), int(processes_), int(n_), name_)
+        _, _, db_, url_, workers_, slot_, processes_, name_ = sys.argv
+        child(db_, url_, int(workers_), int(slot_), int(processes_), name_)
     elif sys.argv[1:2] == ["raw"]:
         _, _, db_, url_, batch_, slot_, clients_, name_ = sys.argv
         raw(db_, url_, int(batch_), int(slot_), int(clients_), name_)

@@ -27,8 +27,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from jobq.sql import process
-
 __all__ = ["Turn", "turn_of"]
 
 _FIRST_WAIT = 0.00005  # seconds: the handoff's time, a write held far longer
@@ -43,7 +41,7 @@ class Turn:
         self.path = path
         self._threads = threading.Lock()  # a flock is the file's, not the thread's
         self._fd: int | None = None
-        self._pid = 0
+        self._opened = False
 
     @contextmanager
     def taken(self, within: float) -> Iterator[bool]:
@@ -65,15 +63,23 @@ class Turn:
             self._threads.release()
 
     def _file(self) -> int | None:
-        """The lock file's descriptor, opened by this process: a forked child shares its
-        parent's open file, and with it the parent's flock."""
-        if self._pid != process.pid():
-            self._pid = process.pid()
+        """The lock file's descriptor, opened at this process's first write."""
+        if not self._opened:
+            self._opened = True
             try:
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             except OSError:
                 self._fd = None  # a read-only folder: SQLite's lock alone
         return self._fd
+
+    def _forked(self) -> None:
+        """In a forked child: a thread that held the lock as the process forked is not here,
+        and the parent's open file, shared, would share its flock too. (Closing the child's
+        copy keeps the parent's flock: it is let go as the last copy of the file closes.)"""
+        self._threads = threading.Lock()
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._opened = None, False
 
 
 def _lock(fd: int, deadline: float) -> bool:
@@ -94,9 +100,8 @@ _made = threading.Lock()
 
 
 def _forked() -> None:
-    # A thread that held a turn's lock as the process forked is not in the child.
     for turn in _turns.values():
-        turn._threads = threading.Lock()
+        turn._forked()
 
 
 os.register_at_fork(after_in_child=_forked)
